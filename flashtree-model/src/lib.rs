@@ -1,0 +1,1 @@
+//! MQSSD device model.

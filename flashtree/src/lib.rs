@@ -1,0 +1,8 @@
+//! flashtree: an embedded key-value storage engine for NVMe SSDs.
+//!
+//! Layers, each depending only on those below it:
+//! `io` (backends, channels, RAID0) → `sched` (per-worker executor) →
+//! `buffer` (page table, frames, latches, eviction) → `btree` → `db` (public API).
+//! See `docs/ARCHITECTURE.md`.
+
+pub mod io;
