@@ -1,1 +1,6 @@
-//! Benchmarks.
+//! Benchmarks for flashtree: `iobench` (the I/O stack), `lookup` (the engine)
+//! and `compare` (flashtree against peer engines on the same workload).
+
+pub mod compare;
+pub mod iobench;
+pub mod lookup;
