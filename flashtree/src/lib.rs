@@ -5,4 +5,7 @@
 //! `buffer` (page table, frames, latches, eviction) → `btree` → `db` (public API).
 //! See `docs/ARCHITECTURE.md`.
 
+pub mod error;
 pub mod io;
+
+pub use error::{Error, Result};

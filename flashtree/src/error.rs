@@ -1,0 +1,31 @@
+//! The crate's error type. Errors are values: every fallible call returns
+//! [`Result`], and the message says what went wrong and what to do about it.
+
+use crate::io::IoError;
+
+/// Everything that can go wrong in flashtree.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// An I/O request failed; the error names the operation, file and offset.
+    #[error(transparent)]
+    Io(#[from] IoError),
+    /// The caller passed a value the engine cannot accept.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The environment refuses something the configuration asks for
+    /// (a kernel feature, a file system without O_DIRECT, a device too small).
+    #[error("unsupported environment: {0}")]
+    Unsupported(String),
+    /// The on-disk data is not what flashtree wrote.
+    #[error("corrupt store: {0}")]
+    Corrupt(String),
+    /// The store has no room left (page ids exhausted or device full).
+    #[error("store full: {0}")]
+    Full(String),
+    /// The engine was shut down while the request was pending.
+    #[error("the database is closed")]
+    Closed,
+}
+
+/// `Result` with [`Error`].
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,367 @@
+//! One worker's I/O channel to every device of a [`Storage`].
+//!
+//! The channel owns a slot table bounded by `depth`: a slot holds everything
+//! needed to report a request (operation, device, offsets, length, the
+//! caller's `user_data`) from the moment `push` accepts it until its
+//! completion is handed out. The kernel sees only the slot index, so every
+//! completion can be matched and reported, including those the kernel
+//! refuses at submission.
+
+use super::aio::AioBackend;
+use super::sync::SyncBackend;
+use super::uring::UringBackend;
+use super::{BackendKind, IoConfig, IoError, IoErrorKind, IoOp, Storage, DIRECT_IO_ALIGN};
+use crate::error::{Error, Result};
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+/// One request. `buf` must stay valid and untouched until the request's
+/// completion has been returned by `poll` or `wait`.
+#[derive(Clone, Copy, Debug)]
+pub struct IoRequest {
+    /// The operation.
+    pub op: IoOp,
+    /// Logical byte offset (for syncs: the device index).
+    pub offset: u64,
+    /// Buffer of `len` bytes (null for syncs).
+    pub buf: *mut u8,
+    /// Bytes to transfer (0 for syncs).
+    pub len: u32,
+    /// Returned unchanged in the completion (a task id, a frame id, …).
+    pub user_data: u64,
+}
+
+impl IoRequest {
+    /// A read of `len` bytes at `offset` into `buf`.
+    pub fn read(offset: u64, buf: *mut u8, len: u32, user_data: u64) -> IoRequest {
+        IoRequest {
+            op: IoOp::Read,
+            offset,
+            buf,
+            len,
+            user_data,
+        }
+    }
+
+    /// A write of `len` bytes from `buf` at `offset`.
+    pub fn write(offset: u64, buf: *const u8, len: u32, user_data: u64) -> IoRequest {
+        IoRequest {
+            op: IoOp::Write,
+            offset,
+            buf: buf as *mut u8,
+            len,
+            user_data,
+        }
+    }
+
+    /// An fdatasync of device `device` (or an fsync with `full`).
+    pub fn sync(device: usize, full: bool, user_data: u64) -> IoRequest {
+        let op = if full { IoOp::Fsync } else { IoOp::Fdatasync };
+        IoRequest {
+            op,
+            offset: device as u64,
+            buf: std::ptr::null_mut(),
+            len: 0,
+            user_data,
+        }
+    }
+}
+
+/// The outcome of one request.
+#[derive(Debug)]
+pub struct IoCompletion {
+    /// The request's `user_data`.
+    pub user_data: u64,
+    /// Ok when all bytes were transferred (or the sync succeeded).
+    pub result: std::result::Result<(), IoError>,
+}
+
+/// A request from acceptance to completion.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot {
+    pub(crate) op: IoOp,
+    pub(crate) offset: u64,
+    pub(crate) device: u32,
+    pub(crate) device_offset: u64,
+    pub(crate) buf: *mut u8,
+    pub(crate) len: u32,
+    pub(crate) user_data: u64,
+}
+
+const EMPTY_SLOT: Slot = Slot {
+    op: IoOp::Read,
+    offset: 0,
+    device: 0,
+    device_offset: 0,
+    buf: std::ptr::null_mut(),
+    len: 0,
+    user_data: 0,
+};
+
+/// Kernel-facing part of a channel.
+pub(crate) enum Backend {
+    Uring(Box<UringBackend>),
+    Aio(Box<AioBackend>),
+    Sync(SyncBackend),
+}
+
+/// One worker's channel to all devices. Not `Sync`/`Send`-shared: each
+/// worker thread builds and owns its own.
+pub struct IoChannel {
+    storage: Arc<Storage>,
+    backend: Backend,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    /// Accepted by push but not yet handed to the kernel.
+    queued_count: u32,
+    notes: Vec<String>,
+    _not_sync: PhantomData<*mut ()>,
+}
+
+impl IoChannel {
+    /// Builds a channel with `config` on `storage`. Kernel features that are
+    /// refused produce an error naming the flag (`Feature::On`) or a note and
+    /// a fallback (`Feature::Auto`); see [`IoChannel::notes`].
+    pub fn new(storage: Arc<Storage>, config: &IoConfig) -> Result<IoChannel> {
+        if config.depth == 0 || config.depth > 65536 {
+            return Err(Error::InvalidArgument(format!(
+                "I/O depth {} out of range 1..=65536",
+                config.depth
+            )));
+        }
+        let mut notes = Vec::new();
+        let backend = match config.backend {
+            BackendKind::IoUring => {
+                Backend::Uring(Box::new(UringBackend::new(&storage, config, &mut notes)?))
+            }
+            BackendKind::Libaio => Backend::Aio(Box::new(AioBackend::new(config.depth)?)),
+            BackendKind::Sync => Backend::Sync(SyncBackend::new(config.depth)),
+        };
+        Ok(IoChannel {
+            storage,
+            backend,
+            slots: vec![EMPTY_SLOT; config.depth as usize],
+            free_slots: (0..config.depth).rev().collect(),
+            queued_count: 0,
+            notes,
+            _not_sync: PhantomData,
+        })
+    }
+
+    /// Registers memory regions as io_uring fixed buffers; requests whose
+    /// buffer lies inside one then use READ_FIXED/WRITE_FIXED. A no-op for
+    /// other backends. Returns false (with a note) when the kernel refuses.
+    ///
+    /// # Safety
+    /// Each region must stay allocated for the lifetime of the channel.
+    pub unsafe fn register_buffers(&mut self, regions: &[(*mut u8, usize)]) -> bool {
+        match &mut self.backend {
+            // SAFETY: forwarded contract.
+            Backend::Uring(uring) => unsafe { uring.register_buffers(regions, &mut self.notes) },
+            _ => false,
+        }
+    }
+
+    /// The backend in use.
+    pub fn backend_kind(&self) -> BackendKind {
+        match self.backend {
+            Backend::Uring(_) => BackendKind::IoUring,
+            Backend::Aio(_) => BackendKind::Libaio,
+            Backend::Sync(_) => BackendKind::Sync,
+        }
+    }
+
+    /// Fallbacks and probe results worth telling the user.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The storage this channel writes to.
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.storage
+    }
+
+    /// Most requests in flight at once.
+    pub fn depth(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Requests accepted and not yet completed.
+    pub fn in_flight(&self) -> usize {
+        self.slots.len() - self.free_slots.len()
+    }
+
+    /// Requests accepted but not yet submitted.
+    pub fn queued(&self) -> usize {
+        self.queued_count as usize
+    }
+
+    /// Free places for new requests.
+    pub fn free(&self) -> usize {
+        self.free_slots.len()
+    }
+
+    /// Accepts a request into the next batch. Refuses (synchronously, without
+    /// a completion) a full channel, a misaligned buffer/offset/length, an
+    /// offset beyond capacity, or a bad device index.
+    ///
+    /// # Safety
+    /// `req.buf` must be valid for `req.len` bytes (writable for reads) and
+    /// stay valid and unaccessed by anyone else until this request's
+    /// completion is returned from [`IoChannel::poll`] or [`IoChannel::wait`].
+    pub unsafe fn push(&mut self, req: IoRequest) -> std::result::Result<(), IoError> {
+        let slot = self.map_request(&req)?;
+        let Some(index) = self.free_slots.pop() else {
+            return Err(refused(&req, IoErrorKind::QueueFull));
+        };
+        self.slots[index as usize] = slot;
+        let fd = self.storage.fd(slot.device as usize);
+        match &mut self.backend {
+            Backend::Uring(uring) => uring.queue(index, &slot, fd),
+            Backend::Aio(aio) => aio.queue(index, &slot, fd),
+            Backend::Sync(sync) => sync.queue(index),
+        }
+        self.queued_count += 1;
+        Ok(())
+    }
+
+    fn map_request(&self, req: &IoRequest) -> std::result::Result<Slot, IoError> {
+        if matches!(req.op, IoOp::Fsync | IoOp::Fdatasync) {
+            if req.offset >= self.storage.device_count() as u64 {
+                return Err(refused(req, IoErrorKind::OutOfRange));
+            }
+            return Ok(Slot {
+                device: req.offset as u32,
+                device_offset: 0,
+                ..slot_of(req)
+            });
+        }
+        if self.storage.is_direct() && !(req.buf as usize).is_multiple_of(DIRECT_IO_ALIGN) {
+            return Err(refused(req, IoErrorKind::Misaligned));
+        }
+        if req.buf.is_null() {
+            return Err(refused(req, IoErrorKind::Misaligned));
+        }
+        let mapped = self.storage.map(req.op, req.offset, req.len)?;
+        Ok(Slot {
+            device: mapped.device,
+            device_offset: mapped.device_offset,
+            ..slot_of(req)
+        })
+    }
+
+    /// Hands every queued request to the kernel in one batch (one syscall for
+    /// io_uring and libaio; the sync backend performs them here). Returns how
+    /// many were submitted. Requests the kernel refuses complete with an error.
+    pub fn submit(&mut self) -> Result<usize> {
+        if self.queued_count == 0 {
+            return Ok(0);
+        }
+        let submitted = match &mut self.backend {
+            Backend::Uring(uring) => uring.submit()?,
+            Backend::Aio(aio) => aio.submit()?,
+            Backend::Sync(sync) => sync.submit(&self.slots, &self.storage),
+        };
+        self.queued_count -= submitted as u32;
+        Ok(submitted)
+    }
+
+    /// Appends the completions that have arrived, without blocking.
+    pub fn poll(&mut self, out: &mut Vec<IoCompletion>) -> Result<usize> {
+        self.reap(0, out)
+    }
+
+    /// Submits what is queued and blocks until at least `min` completions
+    /// have arrived (at most what is in flight), appending them to `out`.
+    pub fn wait(&mut self, min: usize, out: &mut Vec<IoCompletion>) -> Result<usize> {
+        self.submit()?;
+        let min = min.min(self.in_flight() - self.queued());
+        self.reap(min, out)
+    }
+
+    fn reap(&mut self, min: usize, out: &mut Vec<IoCompletion>) -> Result<usize> {
+        let before = out.len();
+        let IoChannel {
+            backend,
+            slots,
+            free_slots,
+            storage,
+            ..
+        } = self;
+        let mut on_done = |index: u32, res: i64| {
+            let slot = slots[index as usize];
+            debug_assert!(!free_slots.contains(&index), "completion for a free slot");
+            free_slots.push(index);
+            out.push(IoCompletion {
+                user_data: slot.user_data,
+                result: check_result(&slot, res, storage),
+            });
+        };
+        match backend {
+            Backend::Uring(uring) => uring.reap(min, &mut on_done)?,
+            Backend::Aio(aio) => aio.reap(min, &mut on_done)?,
+            Backend::Sync(sync) => sync.reap(&mut on_done),
+        }
+        Ok(out.len() - before)
+    }
+}
+
+impl Drop for IoChannel {
+    /// Waits for everything in flight, so that no buffer is written by the
+    /// kernel after the channel is gone.
+    fn drop(&mut self) {
+        let mut sink = Vec::new();
+        let mut stalls = 0;
+        while self.in_flight() > 0 && stalls < 1000 {
+            sink.clear();
+            match self.wait(1, &mut sink) {
+                Ok(0) | Err(_) => stalls += 1,
+                Ok(_) => {}
+            }
+        }
+    }
+}
+
+fn slot_of(req: &IoRequest) -> Slot {
+    Slot {
+        op: req.op,
+        offset: req.offset,
+        device: 0,
+        device_offset: 0,
+        buf: req.buf,
+        len: req.len,
+        user_data: req.user_data,
+    }
+}
+
+fn refused(req: &IoRequest, kind: IoErrorKind) -> IoError {
+    IoError {
+        op: req.op,
+        path: None,
+        offset: req.offset,
+        device_offset: None,
+        len: req.len,
+        kind,
+    }
+}
+
+/// Turns a kernel result (bytes or -errno) into the completion's result.
+fn check_result(slot: &Slot, res: i64, storage: &Storage) -> std::result::Result<(), IoError> {
+    let kind = if res < 0 {
+        IoErrorKind::Os(-res as i32)
+    } else if res as u64 != u64::from(slot.len) {
+        IoErrorKind::Short {
+            done_bytes: res as u32,
+        }
+    } else {
+        return Ok(());
+    };
+    Err(IoError {
+        op: slot.op,
+        path: Some(storage.device(slot.device as usize).path.clone()),
+        offset: slot.offset,
+        device_offset: Some(slot.device_offset),
+        len: slot.len,
+        kind,
+    })
+}

@@ -1,0 +1,351 @@
+//! RAID0 storage: N files or block devices exposed as one logical byte space.
+//!
+//! Logical offset `o` lies in chunk `c = o / chunk_bytes`, which lives on
+//! device `c % N` at device offset `(c / N) * chunk_bytes + o % chunk_bytes`.
+//! A request must not cross a chunk boundary (page I/O never does, because
+//! `chunk_bytes` is a multiple of the page size).
+//!
+//! Files are created and preallocated (fallocate) as needed and can grow;
+//! block devices have a fixed size and are refused when too small or when
+//! their size is not a multiple of the chunk.
+
+use super::{IoError, IoErrorKind, IoOp, DIRECT_IO_ALIGN, PAGE_SIZE};
+use crate::error::{Error, Result};
+use std::fs::{File, OpenOptions};
+use std::os::fd::{AsRawFd, RawFd};
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// How to open the storage.
+#[derive(Clone, Debug)]
+pub struct StorageConfig {
+    /// One path per device: regular files (created if missing) or block devices.
+    pub paths: Vec<PathBuf>,
+    /// Stripe unit in bytes: a multiple of 4096. Default 64 KiB.
+    pub chunk_bytes: u64,
+    /// Open with O_DIRECT (bypass the page cache). Default true.
+    pub direct: bool,
+    /// Open read-only.
+    pub read_only: bool,
+    /// Create missing files. Default true.
+    pub create: bool,
+    /// Make the logical capacity at least this many bytes (files are
+    /// preallocated; block devices must be large enough).
+    pub min_capacity_bytes: u64,
+}
+
+impl StorageConfig {
+    /// Defaults for the given device paths.
+    pub fn new<P: Into<PathBuf>>(paths: impl IntoIterator<Item = P>) -> StorageConfig {
+        StorageConfig {
+            paths: paths.into_iter().map(Into::into).collect(),
+            chunk_bytes: 64 * 1024,
+            direct: true,
+            read_only: false,
+            create: true,
+            min_capacity_bytes: 0,
+        }
+    }
+}
+
+/// One device of the RAID0 set.
+#[derive(Debug)]
+pub(crate) struct Device {
+    pub(crate) path: Arc<Path>,
+    pub(crate) file: File,
+    pub(crate) is_block_device: bool,
+}
+
+/// A RAID0 set of devices. Shared by all workers; each worker builds its own
+/// [`super::IoChannel`] on it.
+#[derive(Debug)]
+pub struct Storage {
+    devices: Vec<Device>,
+    chunk_bytes: u64,
+    direct: bool,
+    read_only: bool,
+    /// Logical bytes addressable now (a multiple of chunk_bytes × N).
+    capacity_bytes: AtomicU64,
+    /// Serializes growth (a cold path).
+    grow_lock: Mutex<()>,
+}
+
+/// Where a logical range lives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Mapped {
+    pub(crate) device: u32,
+    pub(crate) device_offset: u64,
+}
+
+impl Storage {
+    /// Opens (creating and preallocating as configured) the devices.
+    pub fn open(config: &StorageConfig) -> Result<Storage> {
+        validate_config(config)?;
+        let mut devices = Vec::with_capacity(config.paths.len());
+        for path in &config.paths {
+            devices.push(open_device(path, config)?);
+        }
+        let storage = Storage {
+            devices,
+            chunk_bytes: config.chunk_bytes,
+            direct: config.direct,
+            read_only: config.read_only,
+            capacity_bytes: AtomicU64::new(0),
+            grow_lock: Mutex::new(()),
+        };
+        let per_device_bytes = storage.smallest_device_bytes()?;
+        let stripe_bytes = config.chunk_bytes * storage.devices.len() as u64;
+        storage.capacity_bytes.store(
+            per_device_bytes / config.chunk_bytes * stripe_bytes,
+            Ordering::Release,
+        );
+        if config.min_capacity_bytes > storage.capacity_bytes() {
+            storage.grow_to(config.min_capacity_bytes)?;
+        }
+        Ok(storage)
+    }
+
+    /// Number of devices in the set.
+    pub fn device_count(&self) -> usize {
+        self.devices.len()
+    }
+
+    /// The path of device `index`.
+    pub fn device_path(&self, index: usize) -> &Path {
+        &self.devices[index].path
+    }
+
+    /// Stripe unit in bytes.
+    pub fn chunk_bytes(&self) -> u64 {
+        self.chunk_bytes
+    }
+
+    /// Whether the devices were opened with O_DIRECT.
+    pub fn is_direct(&self) -> bool {
+        self.direct
+    }
+
+    /// Logical bytes addressable now.
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes.load(Ordering::Acquire)
+    }
+
+    /// Grows the logical capacity to at least `bytes` by extending (and
+    /// preallocating) the files. Block devices cannot grow: an error says so.
+    pub fn grow_to(&self, bytes: u64) -> Result<()> {
+        let _guard = self.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
+        if bytes <= self.capacity_bytes() {
+            return Ok(());
+        }
+        if self.read_only {
+            return Err(Error::InvalidArgument(
+                "cannot grow storage opened read-only".into(),
+            ));
+        }
+        let n = self.devices.len() as u64;
+        let stripe_bytes = self.chunk_bytes * n;
+        let stripes = bytes.div_ceil(stripe_bytes);
+        let per_device_bytes = stripes * self.chunk_bytes;
+        for device in &self.devices {
+            if device.is_block_device {
+                let have = block_device_bytes(&device.file, &device.path)?;
+                if have < per_device_bytes {
+                    return Err(Error::Full(format!(
+                        "block device {} has {have} bytes, {per_device_bytes} needed",
+                        device.path.display()
+                    )));
+                }
+                continue;
+            }
+            let len = device
+                .file
+                .metadata()
+                .map_err(|e| env_error(&device.path, "stat", e))?
+                .len();
+            if len < per_device_bytes {
+                fallocate(&device.file, &device.path, len, per_device_bytes - len)?;
+            }
+        }
+        self.capacity_bytes
+            .store(stripes * stripe_bytes, Ordering::Release);
+        Ok(())
+    }
+
+    /// The raw file descriptor of device `index` (for channels).
+    pub(crate) fn fd(&self, index: usize) -> RawFd {
+        self.devices[index].file.as_raw_fd()
+    }
+
+    pub(crate) fn device(&self, index: usize) -> &Device {
+        &self.devices[index]
+    }
+
+    /// Maps a logical range to its device. Checks alignment (for direct I/O),
+    /// range and that the request stays inside one chunk.
+    pub(crate) fn map(
+        &self,
+        op: IoOp,
+        offset: u64,
+        len: u32,
+    ) -> std::result::Result<Mapped, IoError> {
+        let fail = |kind| IoError {
+            op,
+            path: None,
+            offset,
+            device_offset: None,
+            len,
+            kind,
+        };
+        let align = if self.direct {
+            DIRECT_IO_ALIGN as u64
+        } else {
+            1
+        };
+        if !offset.is_multiple_of(align) || u64::from(len) % align != 0 || len == 0 {
+            return Err(fail(IoErrorKind::Misaligned));
+        }
+        let end = offset + u64::from(len);
+        let chunk = offset / self.chunk_bytes;
+        if (end - 1) / self.chunk_bytes != chunk {
+            return Err(fail(IoErrorKind::Misaligned));
+        }
+        if end > self.capacity_bytes() && !matches!(op, IoOp::Read) {
+            return Err(fail(IoErrorKind::OutOfRange));
+        }
+        let n = self.devices.len() as u64;
+        if n == 1 {
+            return Ok(Mapped {
+                device: 0,
+                device_offset: offset,
+            });
+        }
+        Ok(Mapped {
+            device: (chunk % n) as u32,
+            device_offset: (chunk / n) * self.chunk_bytes + offset % self.chunk_bytes,
+        })
+    }
+
+    fn smallest_device_bytes(&self) -> Result<u64> {
+        let mut smallest = u64::MAX;
+        for device in &self.devices {
+            let bytes = if device.is_block_device {
+                let have = block_device_bytes(&device.file, &device.path)?;
+                if have % self.chunk_bytes != 0 {
+                    return Err(Error::Unsupported(format!(
+                        "block device {} has {have} bytes, not a multiple of the chunk size {}",
+                        device.path.display(),
+                        self.chunk_bytes
+                    )));
+                }
+                have
+            } else {
+                device
+                    .file
+                    .metadata()
+                    .map_err(|e| env_error(&device.path, "stat", e))?
+                    .len()
+            };
+            smallest = smallest.min(bytes);
+        }
+        Ok(smallest)
+    }
+}
+
+fn validate_config(config: &StorageConfig) -> Result<()> {
+    if config.paths.is_empty() {
+        return Err(Error::InvalidArgument("no device paths given".into()));
+    }
+    if config.chunk_bytes == 0 || !config.chunk_bytes.is_multiple_of(PAGE_SIZE as u64) {
+        return Err(Error::InvalidArgument(format!(
+            "chunk size {} is not a positive multiple of the page size {PAGE_SIZE}",
+            config.chunk_bytes
+        )));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for path in &config.paths {
+        if !seen.insert(path) {
+            return Err(Error::InvalidArgument(format!(
+                "device {} is listed twice",
+                path.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+fn open_device(path: &Path, config: &StorageConfig) -> Result<Device> {
+    let mut options = OpenOptions::new();
+    options.read(true).write(!config.read_only);
+    if config.create && !config.read_only {
+        options.create(true);
+    }
+    if config.direct {
+        options.custom_flags(libc::O_DIRECT);
+    }
+    let file = options.open(path).map_err(|e| {
+        if e.raw_os_error() == Some(libc::EINVAL) && config.direct {
+            Error::Unsupported(format!(
+                "{}: the file system refuses O_DIRECT (tmpfs does); put the store on another file system or disable direct I/O",
+                path.display()
+            ))
+        } else {
+            env_error(path, "open", e)
+        }
+    })?;
+    let is_block_device = file
+        .metadata()
+        .map_err(|e| env_error(path, "stat", e))?
+        .file_type()
+        .is_block_device();
+    Ok(Device {
+        path: Arc::from(path),
+        file,
+        is_block_device,
+    })
+}
+
+/// An error from the environment while opening or sizing a device.
+fn env_error(path: &Path, what: &str, e: std::io::Error) -> Error {
+    Error::Unsupported(format!("{what} {}: {e}", path.display()))
+}
+
+fn block_device_bytes(file: &File, path: &Path) -> Result<u64> {
+    // BLKGETSIZE64 = _IOR(0x12, 114, size_t)
+    const BLKGETSIZE64: libc::c_ulong = 0x8008_1272;
+    let mut bytes: u64 = 0;
+    // SAFETY: the ioctl writes one u64 into `bytes`, which outlives the call.
+    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKGETSIZE64, &mut bytes as *mut u64) };
+    if rc != 0 {
+        return Err(env_error(
+            path,
+            "BLKGETSIZE64",
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(bytes)
+}
+
+fn fallocate(file: &File, path: &Path, offset: u64, len: u64) -> Result<()> {
+    // SAFETY: plain syscall on an open descriptor; no memory is passed.
+    let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as i64, len as i64) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.raw_os_error() == Some(libc::EOPNOTSUPP) {
+        // Some file systems have no fallocate: extend the file instead.
+        return file
+            .set_len(offset + len)
+            .map_err(|e| env_error(path, "extend", e));
+    }
+    if e.raw_os_error() == Some(libc::ENOSPC) {
+        return Err(Error::Full(format!(
+            "no space left to grow {} to {} bytes",
+            path.display(),
+            offset + len
+        )));
+    }
+    Err(env_error(path, "fallocate", e))
+}

@@ -1,0 +1,403 @@
+//! The I/O layer through every backend and RAID0 width: data round trips and
+//! every error path the issue names.
+
+use flashtree::io::{
+    AlignedBuf, BackendKind, IoChannel, IoCompletion, IoConfig, IoErrorKind, IoRequest, Storage,
+    StorageConfig,
+};
+use std::sync::Arc;
+
+const BACKENDS: [BackendKind; 3] = [BackendKind::IoUring, BackendKind::Libaio, BackendKind::Sync];
+const PAGE: usize = 4096;
+
+fn config(backend: BackendKind, depth: u32) -> IoConfig {
+    IoConfig {
+        backend,
+        depth,
+        ..IoConfig::default()
+    }
+}
+
+fn storage(dir: &tempfile::TempDir, files: usize, capacity_bytes: u64) -> Arc<Storage> {
+    let paths: Vec<_> = (0..files)
+        .map(|i| dir.path().join(format!("dev{i}")))
+        .collect();
+    let mut cfg = StorageConfig::new(paths);
+    cfg.chunk_bytes = 8192;
+    cfg.min_capacity_bytes = capacity_bytes;
+    Arc::new(Storage::open(&cfg).expect("open storage"))
+}
+
+/// Fills page `page` with a pattern derived from its number and a seed.
+fn pattern(buf: &mut [u8], page: u64, seed: u8) {
+    for (i, b) in buf.iter_mut().enumerate() {
+        *b = (page as u8)
+            .wrapping_mul(31)
+            .wrapping_add(i as u8)
+            .wrapping_add(seed);
+    }
+}
+
+/// Writes `pages` pages (pattern with `seed`) through `channel`, all in flight at once.
+fn write_pages(channel: &mut IoChannel, pages: u64, seed: u8) {
+    let mut bufs: Vec<AlignedBuf> = (0..pages).map(|_| AlignedBuf::new(PAGE)).collect();
+    let mut done = Vec::new();
+    for (page, buf) in bufs.iter_mut().enumerate() {
+        pattern(buf, page as u64, seed);
+        // SAFETY: bufs lives until all completions are reaped below.
+        unsafe {
+            channel.push(IoRequest::write(
+                page as u64 * PAGE as u64,
+                buf.as_ptr(),
+                PAGE as u32,
+                page as u64,
+            ))
+        }
+        .expect("push write");
+    }
+    while done.len() < pages as usize {
+        channel.wait(1, &mut done).expect("wait");
+    }
+    for c in &done {
+        c.result.as_ref().expect("write completes");
+    }
+}
+
+/// Reads back all pages and checks them against the pattern.
+fn check_pages(channel: &mut IoChannel, pages: u64, seed: u8) {
+    let mut bufs: Vec<AlignedBuf> = (0..pages).map(|_| AlignedBuf::new(PAGE)).collect();
+    let mut done: Vec<IoCompletion> = Vec::new();
+    for (page, buf) in bufs.iter_mut().enumerate() {
+        // SAFETY: bufs lives until all completions are reaped below.
+        unsafe {
+            channel.push(IoRequest::read(
+                page as u64 * PAGE as u64,
+                buf.as_mut_ptr(),
+                PAGE as u32,
+                page as u64,
+            ))
+        }
+        .expect("push read");
+    }
+    while done.len() < pages as usize {
+        channel.wait(1, &mut done).expect("wait");
+    }
+    let mut seen: Vec<u64> = done.iter().map(|c| c.user_data).collect();
+    seen.sort_unstable();
+    assert_eq!(
+        seen,
+        (0..pages).collect::<Vec<_>>(),
+        "every request completes exactly once"
+    );
+    let mut expected = vec![0u8; PAGE];
+    for c in &done {
+        c.result.as_ref().expect("read completes");
+        pattern(&mut expected, c.user_data, seed);
+        assert!(
+            bufs[c.user_data as usize][..] == expected[..],
+            "page {} differs",
+            c.user_data
+        );
+    }
+}
+
+#[test]
+fn read_your_writes_every_backend_and_raid_width() {
+    for backend in BACKENDS {
+        for files in 1..=4 {
+            let dir = tempfile::tempdir().unwrap();
+            let storage = storage(&dir, files, 64 * PAGE as u64);
+            let mut channel = IoChannel::new(storage.clone(), &config(backend, 64)).unwrap();
+            write_pages(&mut channel, 64, files as u8);
+            check_pages(&mut channel, 64, files as u8);
+            // Pages really are striped: each file holds its share.
+            for i in 0..files {
+                let len = std::fs::metadata(storage.device_path(i)).unwrap().len();
+                assert!(
+                    len >= (64 * PAGE / files) as u64,
+                    "{backend} file {i} too small: {len}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn pattern_written_by_one_backend_reads_back_with_every_other() {
+    for writer in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage(&dir, 2, 32 * PAGE as u64);
+        write_pages(
+            &mut IoChannel::new(storage.clone(), &config(writer, 32)).unwrap(),
+            32,
+            7,
+        );
+        for reader in BACKENDS {
+            check_pages(
+                &mut IoChannel::new(storage.clone(), &config(reader, 8))
+                    .unwrap_or_else(|e| panic!("{reader}: {e}")),
+                8,
+                7,
+            );
+        }
+    }
+}
+
+#[test]
+fn writing_through_a_read_only_store_reports_the_offset() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        drop(storage(&dir, 1, 16 * PAGE as u64));
+        let mut cfg = StorageConfig::new([dir.path().join("dev0")]);
+        cfg.read_only = true;
+        let storage = Arc::new(Storage::open(&cfg).unwrap());
+        let mut channel = IoChannel::new(storage, &config(backend, 4)).unwrap();
+        let buf = AlignedBuf::new(PAGE);
+        // SAFETY: buf outlives the completion.
+        unsafe {
+            channel.push(IoRequest::write(
+                3 * PAGE as u64,
+                buf.as_ptr(),
+                PAGE as u32,
+                99,
+            ))
+        }
+        .unwrap();
+        let mut done = Vec::new();
+        channel.wait(1, &mut done).unwrap();
+        assert_eq!(
+            done.len(),
+            1,
+            "{backend}: the refused write still completes"
+        );
+        let err = done[0]
+            .result
+            .as_ref()
+            .expect_err("write to read-only file must fail");
+        assert_eq!(done[0].user_data, 99);
+        assert_eq!(err.kind, IoErrorKind::Os(libc::EBADF), "{backend}");
+        let message = err.to_string();
+        assert!(
+            message.contains("offset 12288") && message.contains("dev0"),
+            "{backend}: {message}"
+        );
+    }
+}
+
+#[test]
+fn reading_past_the_end_is_reported() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage(&dir, 1, 4 * PAGE as u64);
+        let mut channel = IoChannel::new(storage.clone(), &config(backend, 4)).unwrap();
+        let mut buf = AlignedBuf::new(PAGE);
+        let past_end = storage.capacity_bytes() + 16 * PAGE as u64;
+        // SAFETY: buf outlives the completion.
+        unsafe { channel.push(IoRequest::read(past_end, buf.as_mut_ptr(), PAGE as u32, 1)) }
+            .unwrap();
+        let mut done = Vec::new();
+        channel.wait(1, &mut done).unwrap();
+        let err = done[0]
+            .result
+            .as_ref()
+            .expect_err("read past the end must fail");
+        assert_eq!(err.kind, IoErrorKind::Short { done_bytes: 0 }, "{backend}");
+        assert!(err.to_string().contains("past the end"), "{err}");
+    }
+}
+
+#[test]
+fn misaligned_buffers_offsets_and_lengths_are_refused() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage(&dir, 1, 4 * PAGE as u64);
+        let mut channel = IoChannel::new(storage, &config(backend, 4)).unwrap();
+        let mut buf = AlignedBuf::new(2 * PAGE);
+        // SAFETY: refused requests are never queued; buf outlives the calls.
+        let odd_ptr =
+            unsafe { channel.push(IoRequest::read(0, buf.as_mut_ptr().add(1), PAGE as u32, 1)) };
+        assert_eq!(odd_ptr.unwrap_err().kind, IoErrorKind::Misaligned);
+        // SAFETY: as above.
+        let odd_offset =
+            unsafe { channel.push(IoRequest::read(100, buf.as_mut_ptr(), PAGE as u32, 1)) };
+        assert_eq!(odd_offset.unwrap_err().kind, IoErrorKind::Misaligned);
+        // SAFETY: as above.
+        let odd_len = unsafe { channel.push(IoRequest::read(0, buf.as_mut_ptr(), 1000, 1)) };
+        assert_eq!(odd_len.unwrap_err().kind, IoErrorKind::Misaligned);
+        assert_eq!(channel.in_flight(), 0, "refused requests hold no slot");
+    }
+}
+
+#[test]
+fn a_full_channel_refuses_and_every_accepted_request_completes_once() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage(&dir, 1, 8 * PAGE as u64);
+        let mut bufs: Vec<AlignedBuf> = (0..5).map(|_| AlignedBuf::new(PAGE)).collect();
+        let mut channel = IoChannel::new(storage, &config(backend, 4)).unwrap();
+        for (i, buf) in bufs.iter_mut().enumerate().take(4) {
+            // SAFETY: bufs outlives all completions.
+            unsafe {
+                channel.push(IoRequest::read(
+                    i as u64 * PAGE as u64,
+                    buf.as_mut_ptr(),
+                    PAGE as u32,
+                    i as u64,
+                ))
+            }
+            .unwrap();
+        }
+        // SAFETY: refused, never queued.
+        let fifth =
+            unsafe { channel.push(IoRequest::read(0, bufs[4].as_mut_ptr(), PAGE as u32, 4)) };
+        assert_eq!(fifth.unwrap_err().kind, IoErrorKind::QueueFull, "{backend}");
+        let mut done = Vec::new();
+        while channel.in_flight() > 0 {
+            channel.wait(1, &mut done).unwrap();
+        }
+        let mut ids: Vec<u64> = done.iter().map(|c| c.user_data).collect();
+        ids.sort_unstable();
+        assert_eq!(ids, vec![0, 1, 2, 3], "{backend}");
+    }
+}
+
+#[test]
+fn a_batch_with_a_refused_request_loses_no_completion() {
+    // Reads and writes mixed on a read-only store: the kernel refuses the
+    // writes (libaio at io_submit time, io_uring per request); every request
+    // still produces exactly one completion with its own user_data.
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        drop(storage(&dir, 1, 64 * 1024));
+        let mut cfg = StorageConfig::new([dir.path().join("dev0")]);
+        cfg.read_only = true;
+        let storage = Arc::new(Storage::open(&cfg).unwrap());
+        // Buffers are declared before the channel so that they outlive it
+        // even when a failed assertion unwinds (the channel's drop waits).
+        let mut bufs: Vec<AlignedBuf> = (0..8).map(|_| AlignedBuf::new(PAGE)).collect();
+        let mut channel = IoChannel::new(storage, &config(backend, 8)).unwrap();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            let offset = i as u64 * PAGE as u64;
+            let req = if i % 2 == 0 {
+                IoRequest::read(offset, buf.as_mut_ptr(), PAGE as u32, i as u64)
+            } else {
+                IoRequest::write(offset, buf.as_ptr(), PAGE as u32, i as u64)
+            };
+            // SAFETY: bufs outlives all completions.
+            unsafe { channel.push(req) }.unwrap();
+        }
+        let mut done = Vec::new();
+        while channel.in_flight() > 0 {
+            channel.wait(1, &mut done).unwrap();
+        }
+        assert_eq!(done.len(), 8, "{backend}");
+        for c in &done {
+            assert_eq!(
+                c.result.is_ok(),
+                c.user_data % 2 == 0,
+                "{backend}: request {}",
+                c.user_data
+            );
+        }
+    }
+}
+
+#[test]
+fn syncs_go_through_the_channel() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage(&dir, 3, 8 * PAGE as u64);
+        let mut channel = IoChannel::new(storage.clone(), &config(backend, 8)).unwrap();
+        write_pages(&mut channel, 6, 1);
+        for device in 0..storage.device_count() {
+            // SAFETY: syncs carry no buffer.
+            unsafe { channel.push(IoRequest::sync(device, device % 2 == 0, device as u64)) }
+                .unwrap();
+        }
+        let mut done = Vec::new();
+        while channel.in_flight() > 0 {
+            channel.wait(1, &mut done).unwrap();
+        }
+        assert!(done.iter().all(|c| c.result.is_ok()), "{backend}");
+        // SAFETY: refused, never queued.
+        let bad = unsafe { channel.push(IoRequest::sync(7, false, 0)) };
+        assert_eq!(bad.unwrap_err().kind, IoErrorKind::OutOfRange);
+    }
+}
+
+#[test]
+fn registered_buffers_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let storage = storage(&dir, 2, 16 * PAGE as u64);
+    let mut channel = IoChannel::new(storage, &config(BackendKind::IoUring, 16)).unwrap();
+    let mut region = AlignedBuf::new(16 * PAGE);
+    // SAFETY: region outlives the channel (dropped after it below).
+    let registered = unsafe { channel.register_buffers(&[(region.as_mut_ptr(), region.len())]) };
+    assert!(registered, "notes: {:?}", channel.notes());
+    for page in 0..16 {
+        pattern(&mut region[page * PAGE..(page + 1) * PAGE], page as u64, 3);
+    }
+    let base = region.as_mut_ptr();
+    let mut done = Vec::new();
+    for page in 0..16u64 {
+        // SAFETY: region outlives the completions.
+        unsafe {
+            channel.push(IoRequest::write(
+                page * PAGE as u64,
+                base.add(page as usize * PAGE),
+                PAGE as u32,
+                page,
+            ))
+        }
+        .unwrap();
+    }
+    while channel.in_flight() > 0 {
+        channel.wait(1, &mut done).unwrap();
+    }
+    assert!(done.iter().all(|c| c.result.is_ok()));
+    check_pages(&mut channel, 16, 3);
+    drop(channel);
+    drop(region);
+}
+
+#[test]
+fn bad_storage_configurations_are_refused_clearly() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cfg = StorageConfig::new([dir.path().join("a")]);
+    cfg.chunk_bytes = 1000;
+    assert!(Storage::open(&cfg)
+        .unwrap_err()
+        .to_string()
+        .contains("chunk size"));
+    let cfg = StorageConfig::new([dir.path().join("a"), dir.path().join("a")]);
+    assert!(Storage::open(&cfg)
+        .unwrap_err()
+        .to_string()
+        .contains("listed twice"));
+    let mut cfg = StorageConfig::new([dir.path().join("missing")]);
+    cfg.create = false;
+    assert!(Storage::open(&cfg)
+        .unwrap_err()
+        .to_string()
+        .contains("missing"));
+    let cfg = StorageConfig::new(Vec::<std::path::PathBuf>::new());
+    assert!(Storage::open(&cfg).is_err());
+}
+
+#[test]
+fn iopoll_on_a_device_without_poll_queues_is_named_or_falls_back() {
+    use flashtree::io::Feature;
+    let dir = tempfile::tempdir().unwrap();
+    let storage = storage(&dir, 1, 4 * PAGE as u64);
+    let mut cfg = config(BackendKind::IoUring, 4);
+    cfg.iopoll = Feature::Auto;
+    let channel = IoChannel::new(storage.clone(), &cfg).expect("auto never fails for IOPOLL");
+    let notes = channel.notes().join("; ");
+    assert!(notes.contains("IOPOLL"), "auto says what it did: {notes}");
+    drop(channel);
+    cfg.iopoll = Feature::On;
+    match IoChannel::new(storage, &cfg) {
+        Ok(channel) => assert!(channel.notes().join(";").contains("IOPOLL enabled")),
+        Err(e) => assert!(e.to_string().contains("IORING_SETUP_IOPOLL"), "{e}"),
+    }
+}
