@@ -1,0 +1,1542 @@
+//! B+-tree node page layout: a slotted 4 KiB page with fence keys, prefix
+//! truncation and 4-byte key heads (after vmcache / LeanStore `BTreeNode`).
+//!
+//! # Contract
+//! - Pure code over one `[u8; PAGE_SIZE]` buffer: no I/O, no latches, and no
+//!   heap allocation on lookups. Structural operations (`split`,
+//!   `merge_into_right`, `compactify`) use one stack temp page.
+//! - Bytes `[0, 24)` belong to the buffer layer (checksum, page kind, page id,
+//!   LSN). This module only writes the page kind (u16 at offset 4) on init.
+//! - Every read path (`count`, fences, `lower_bound`, `key_into`, `value`,
+//!   `child`, `child_for`, `check_invariants`, ...) is total: on arbitrary
+//!   bytes it returns clamped or empty values and never panics and never reads
+//!   outside the page. Optimistic readers rely on this: they read while a
+//!   writer may be changing the page and validate a version afterwards.
+//! - Mutating paths assume a valid page (checked with `debug_assert!`) and
+//!   must run under an exclusive latch.
+//!
+//! # Byte layout (all integers little endian)
+//! ```text
+//! [0, 24)    common page header, owned by the buffer layer
+//! 24  u16    count: number of slots
+//! 26  u16    heap_used_bytes: live heap bytes (keys + values + both fences)
+//! 28  u16    heap_start: first heap byte; the heap grows down from PAGE_SIZE
+//! 30  u16    prefix_len: bytes of the common fence prefix stripped from keys
+//! 32  u16    lower fence offset   34  u16  lower fence length
+//! 36  u16    upper fence offset   38  u16  upper fence length
+//! 40  u64    upper child page id (inner nodes; 0 in leaves)
+//! 48  ..     slot array, SLOT_BYTES = 10 per slot, sorted by key:
+//!            u16 heap offset, u16 key suffix length, u16 value length,
+//!            u32 key head (first 4 suffix bytes, big endian, zero padded)
+//! ..  4096   heap: fence keys (full, untruncated) and entries; an entry is
+//!            the key suffix (key without the prefix) followed by the value
+//! ```
+//! Leaves store (key, value). Inner nodes store (separator, child page id as
+//! 8-byte value); the child at slot `i` covers keys `<= key(i)` (and
+//! `> key(i - 1)`), the upper child covers keys `> key(count - 1)`.
+//!
+//! Fences: all keys `k` of a node satisfy `lower < k <= upper`. An empty lower
+//! fence means minus infinity, an empty upper fence plus infinity. Every key
+//! between the two fences starts with their common prefix, which is stripped
+//! from stored keys (`prefix_len`).
+
+use std::cmp::Ordering;
+use std::fmt;
+use std::ops::Range;
+
+/// Page size; mirrors `crate::io::PAGE_SIZE`, kept private so that this file
+/// does not depend on the io layer.
+const PAGE_SIZE: usize = 4096;
+
+/// Page kind (u16 at offset 4) of a B+-tree leaf.
+pub const PAGE_KIND_LEAF: u16 = 1;
+/// Page kind (u16 at offset 4) of a B+-tree inner node.
+pub const PAGE_KIND_INNER: u16 = 2;
+
+/// Longest key, in bytes, that the tree accepts (also bounds fences and
+/// separators, which are keys or key prefixes).
+pub const MAX_KEY_BYTES: usize = 256;
+
+/// Largest key + value, in bytes, that the tree accepts. About a quarter of a
+/// page, as in vmcache; the exact bound is the compile-time assertion below:
+/// after splitting any node, both halves have room for one more entry of this
+/// size, so "split, then insert" never fails twice.
+pub const MAX_ENTRY_BYTES: usize = 1024;
+
+/// Longest value, in bytes: the entry budget minus the one key byte that a
+/// non-empty key needs. Callers must also check `key + value <=
+/// MAX_ENTRY_BYTES` (see [`entry_within_limits`]).
+pub const MAX_VALUE_BYTES: usize = MAX_ENTRY_BYTES - 1;
+
+const PAGE_KIND_OFFSET: usize = 4;
+/// Start of the node header: the buffer layer owns everything before.
+const COMMON_HEADER_END: usize = 24;
+const HDR_COUNT: usize = 24;
+const HDR_HEAP_USED: usize = 26;
+const HDR_HEAP_START: usize = 28;
+const HDR_PREFIX_LEN: usize = 30;
+const HDR_LOWER_OFFSET: usize = 32;
+const HDR_LOWER_LEN: usize = 34;
+const HDR_UPPER_OFFSET: usize = 36;
+const HDR_UPPER_LEN: usize = 38;
+const HDR_UPPER_CHILD: usize = 40;
+/// End of the node header = start of the slot array.
+const NODE_HEADER_END: usize = 48;
+
+const SLOT_BYTES: usize = 10;
+const SLOT_OFFSET: usize = 0;
+const SLOT_KEY_LEN: usize = 2;
+const SLOT_VALUE_LEN: usize = 4;
+const SLOT_HEAD: usize = 6;
+/// Upper bound on slots; reads clamp `count` to it so garbage cannot make
+/// them walk past the page.
+const SLOT_COUNT_MAX: usize = (PAGE_SIZE - NODE_HEADER_END) / SLOT_BYTES;
+/// Inner-node values are child page ids.
+const CHILD_BYTES: usize = 8;
+
+// Split guarantee. A node holds at most PAGE_SIZE - NODE_HEADER_END - fences
+// bytes of slots + entries (T). The byte-balanced split gives each half at
+// most T/2 + m/2 (m = largest slot + entry), and each half's fences are one
+// old fence plus the separator (each <= MAX_KEY_BYTES). Solving
+// "half + m <= PAGE_SIZE" for the worst case (old lower fence maximal, old
+// upper fence empty) gives 3 * (MAX_KEY_BYTES + m) <= PAGE_SIZE - header.
+const _: () =
+    assert!(3 * (MAX_KEY_BYTES + SLOT_BYTES + MAX_ENTRY_BYTES) <= PAGE_SIZE - NODE_HEADER_END);
+// Inner entries (separator + child id) must not exceed leaf entries, so the
+// same bound covers inner splits.
+const _: () = assert!(MAX_KEY_BYTES + CHILD_BYTES <= MAX_ENTRY_BYTES);
+// Offsets and lengths are stored as u16.
+const _: () = assert!(PAGE_SIZE <= u16::MAX as usize);
+
+/// True if a (key, value) pair is within the tree's size limits. The tree must
+/// reject larger pairs before calling into a node.
+pub const fn entry_within_limits(key_bytes: usize, value_bytes: usize) -> bool {
+    key_bytes <= MAX_KEY_BYTES
+        && value_bytes <= MAX_VALUE_BYTES
+        && key_bytes + value_bytes <= MAX_ENTRY_BYTES
+}
+
+/// The node has no room for the entry, even after compaction; the caller
+/// splits it and retries. The node is unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NodeFull;
+
+impl fmt::Display for NodeFull {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("b-tree node is full; split it and retry")
+    }
+}
+
+impl std::error::Error for NodeFull {}
+
+/// One slot of the slot array, decoded.
+#[derive(Debug, Clone, Copy)]
+struct Slot {
+    offset: usize,
+    key_len: usize,
+    value_len: usize,
+    head: u32,
+}
+
+/// A B+-tree node: a view of one page. `&Node` gives the (garbage-tolerant)
+/// read paths, `&mut Node` the mutating ones.
+///
+/// `repr(transparent)` over the page bytes so that a page reference can be
+/// reinterpreted as a node reference without copying.
+#[repr(transparent)]
+pub struct Node {
+    bytes: [u8; PAGE_SIZE],
+}
+
+/// Initialises `page` as an empty leaf with the given fences (see module
+/// docs; empty = infinite) and returns it as a node.
+pub fn init_leaf<'a>(
+    page: &'a mut [u8; PAGE_SIZE],
+    lower_fence: &[u8],
+    upper_fence: &[u8],
+) -> &'a mut Node {
+    init_page(page, PAGE_KIND_LEAF, lower_fence, upper_fence, 0)
+}
+
+/// Initialises `page` as an inner node without separators whose only child is
+/// `upper_child`, with the given fences.
+pub fn init_inner<'a>(
+    page: &'a mut [u8; PAGE_SIZE],
+    lower_fence: &[u8],
+    upper_fence: &[u8],
+    upper_child: u64,
+) -> &'a mut Node {
+    init_page(page, PAGE_KIND_INNER, lower_fence, upper_fence, upper_child)
+}
+
+/// Checks the structural invariants of a node page (kind, bounds, sorted keys
+/// within fences, heads, free-space accounting, no overlapping heap regions).
+/// Never panics, whatever the bytes; allocates (it is for checkers and tests).
+pub fn check_invariants(page: &[u8; PAGE_SIZE]) -> Result<(), String> {
+    Node::from_page(page).check_invariants()
+}
+
+/// Writes the node header and fences of an empty node; zeroes the rest of the
+/// node area so stale bytes from a previous page use never reach the disk.
+fn init_page<'a>(
+    page: &'a mut [u8; PAGE_SIZE],
+    kind: u16,
+    lower_fence: &[u8],
+    upper_fence: &[u8],
+    upper_child: u64,
+) -> &'a mut Node {
+    debug_assert!(lower_fence.len() <= MAX_KEY_BYTES);
+    debug_assert!(upper_fence.len() <= MAX_KEY_BYTES);
+    debug_assert!(
+        lower_fence.is_empty() || upper_fence.is_empty() || lower_fence < upper_fence,
+        "fences out of order"
+    );
+    page[PAGE_KIND_OFFSET..PAGE_KIND_OFFSET + 2].copy_from_slice(&kind.to_le_bytes());
+    page[COMMON_HEADER_END..].fill(0);
+    let node = Node::from_page_mut(page);
+    node.write_u16(HDR_HEAP_START, PAGE_SIZE);
+    let lower_offset = node.heap_alloc(lower_fence.len());
+    node.bytes[lower_offset..lower_offset + lower_fence.len()].copy_from_slice(lower_fence);
+    let upper_offset = node.heap_alloc(upper_fence.len());
+    node.bytes[upper_offset..upper_offset + upper_fence.len()].copy_from_slice(upper_fence);
+    node.write_u16(HDR_LOWER_OFFSET, lower_offset);
+    node.write_u16(HDR_LOWER_LEN, lower_fence.len());
+    node.write_u16(HDR_UPPER_OFFSET, upper_offset);
+    node.write_u16(HDR_UPPER_LEN, upper_fence.len());
+    node.write_u16(HDR_HEAP_USED, lower_fence.len() + upper_fence.len());
+    node.write_u16(HDR_PREFIX_LEN, common_prefix_len(lower_fence, upper_fence));
+    node.bytes[HDR_UPPER_CHILD..HDR_UPPER_CHILD + 8].copy_from_slice(&upper_child.to_le_bytes());
+    debug_assert_eq!(node.count(), 0);
+    node
+}
+
+/// Length of the longest common prefix of `a` and `b`.
+fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// Key head: the first four bytes of `a ++ b`, big endian, zero padded. Heads
+/// order like the keys they come from (ties need a full comparison), so most
+/// binary-search steps compare one integer held in the slot.
+fn head_of_parts(a: &[u8], b: &[u8]) -> u32 {
+    let mut head = [0u8; 4];
+    for (dst, src) in head.iter_mut().zip(a.iter().chain(b)) {
+        *dst = *src;
+    }
+    u32::from_be_bytes(head)
+}
+
+fn head_of(key: &[u8]) -> u32 {
+    head_of_parts(key, &[])
+}
+
+impl Node {
+    /// Views a page as a node. Any bytes are accepted; read paths tolerate
+    /// garbage.
+    pub fn from_page(page: &[u8; PAGE_SIZE]) -> &Node {
+        // SAFETY: `Node` is `repr(transparent)` over `[u8; PAGE_SIZE]`, so the
+        // two types have the same size, alignment (1) and validity (every bit
+        // pattern is valid); the returned reference inherits `page`'s lifetime
+        // and shared borrow.
+        unsafe { &*(page as *const [u8; PAGE_SIZE]).cast::<Node>() }
+    }
+
+    /// Views a page as a mutable node. Mutating methods assume the page holds
+    /// a valid node (after `init_leaf`/`init_inner`).
+    pub fn from_page_mut(page: &mut [u8; PAGE_SIZE]) -> &mut Node {
+        // SAFETY: as in `from_page`; the exclusive borrow of `page` moves to
+        // the returned reference, so no aliasing is introduced.
+        unsafe { &mut *(page as *mut [u8; PAGE_SIZE]).cast::<Node>() }
+    }
+
+    /// The underlying page bytes.
+    pub fn as_page(&self) -> &[u8; PAGE_SIZE] {
+        &self.bytes
+    }
+
+    // ----------------------------------------------------------------------
+    // Raw field access. Reads go through `get` and return 0 when out of range.
+
+    fn read_u16(&self, at: usize) -> usize {
+        match self.bytes.get(at..at + 2) {
+            Some(b) => usize::from(u16::from_le_bytes([b[0], b[1]])),
+            None => 0,
+        }
+    }
+
+    fn read_u32(&self, at: usize) -> u32 {
+        match self.bytes.get(at..at + 4) {
+            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
+            None => 0,
+        }
+    }
+
+    fn read_u64(&self, at: usize) -> u64 {
+        let mut word = [0u8; 8];
+        if let Some(b) = self.bytes.get(at..at + 8) {
+            word.copy_from_slice(b);
+        }
+        u64::from_le_bytes(word)
+    }
+
+    fn write_u16(&mut self, at: usize, value: usize) {
+        debug_assert!(value <= usize::from(u16::MAX));
+        debug_assert!(
+            at >= COMMON_HEADER_END,
+            "node must not write the common header"
+        );
+        self.bytes[at..at + 2].copy_from_slice(&(value as u16).to_le_bytes());
+    }
+
+    fn write_u32(&mut self, at: usize, value: u32) {
+        self.bytes[at..at + 4].copy_from_slice(&value.to_le_bytes());
+    }
+
+    fn write_u64(&mut self, at: usize, value: u64) {
+        self.bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    }
+
+    fn heap_start(&self) -> usize {
+        self.read_u16(HDR_HEAP_START)
+    }
+
+    /// Live heap bytes as recorded in the header (unclamped).
+    fn heap_used_bytes(&self) -> usize {
+        self.read_u16(HDR_HEAP_USED)
+    }
+
+    fn slots_end(&self) -> usize {
+        NODE_HEADER_END + self.count() * SLOT_BYTES
+    }
+
+    /// Free bytes between the slot array and the heap, usable without
+    /// compaction.
+    fn contiguous_free_bytes(&self) -> usize {
+        self.heap_start().saturating_sub(self.slots_end())
+    }
+
+    /// Reserves `len` heap bytes below `heap_start` and returns their offset.
+    fn heap_alloc(&mut self, len: usize) -> usize {
+        let start = self.heap_start() - len;
+        debug_assert!(start >= self.slots_end(), "heap overlaps slot array");
+        self.write_u16(HDR_HEAP_START, start);
+        start
+    }
+
+    /// Decoded slot `index`; zeroes if the slot lies outside the page.
+    fn slot(&self, index: usize) -> Slot {
+        let at = NODE_HEADER_END + index * SLOT_BYTES;
+        Slot {
+            offset: self.read_u16(at + SLOT_OFFSET),
+            key_len: self.read_u16(at + SLOT_KEY_LEN),
+            value_len: self.read_u16(at + SLOT_VALUE_LEN),
+            head: self.read_u32(at + SLOT_HEAD),
+        }
+    }
+
+    fn write_slot(&mut self, index: usize, slot: Slot) {
+        let at = NODE_HEADER_END + index * SLOT_BYTES;
+        self.write_u16(at + SLOT_OFFSET, slot.offset);
+        self.write_u16(at + SLOT_KEY_LEN, slot.key_len);
+        self.write_u16(at + SLOT_VALUE_LEN, slot.value_len);
+        self.write_u32(at + SLOT_HEAD, slot.head);
+    }
+
+    // ----------------------------------------------------------------------
+    // Read paths: total on garbage.
+
+    /// The page kind written by `init_leaf`/`init_inner` (or garbage).
+    pub fn page_kind(&self) -> u16 {
+        self.read_u16(PAGE_KIND_OFFSET) as u16
+    }
+
+    /// True for leaves; false for inner nodes (and for garbage kinds).
+    pub fn is_leaf(&self) -> bool {
+        self.page_kind() == PAGE_KIND_LEAF
+    }
+
+    /// Number of slots, clamped to what fits in a page.
+    pub fn count(&self) -> usize {
+        self.read_u16(HDR_COUNT).min(SLOT_COUNT_MAX)
+    }
+
+    /// Bytes a compacted copy of this node occupies: header, slots, fences and
+    /// entries. The fill-factor / merge metric.
+    pub fn space_used_bytes(&self) -> usize {
+        (self.slots_end() + self.heap_used_bytes()).min(PAGE_SIZE)
+    }
+
+    /// Bytes free after compaction (`PAGE_SIZE - space_used_bytes`).
+    pub fn free_space_bytes(&self) -> usize {
+        PAGE_SIZE - self.space_used_bytes()
+    }
+
+    /// True if an entry with a full key of `key_len` bytes and a value of
+    /// `value_len` bytes (8 for inner nodes) fits, possibly after compaction.
+    pub fn has_space_for(&self, key_len: usize, value_len: usize) -> bool {
+        let needed = SLOT_BYTES + key_len.saturating_sub(self.prefix_len()) + value_len;
+        needed <= self.free_space_bytes()
+    }
+
+    /// Lower fence (exclusive); empty means minus infinity.
+    pub fn lower_fence(&self) -> &[u8] {
+        let offset = self.read_u16(HDR_LOWER_OFFSET);
+        let len = self.read_u16(HDR_LOWER_LEN);
+        self.bytes.get(offset..offset + len).unwrap_or(&[])
+    }
+
+    /// Upper fence (inclusive); empty means plus infinity.
+    pub fn upper_fence(&self) -> &[u8] {
+        let offset = self.read_u16(HDR_UPPER_OFFSET);
+        let len = self.read_u16(HDR_UPPER_LEN);
+        self.bytes.get(offset..offset + len).unwrap_or(&[])
+    }
+
+    /// Bytes stripped from the front of every stored key (clamped to the
+    /// lower fence length on garbage).
+    pub fn prefix_len(&self) -> usize {
+        self.read_u16(HDR_PREFIX_LEN).min(self.lower_fence().len())
+    }
+
+    /// The common prefix of all keys in this node.
+    pub fn prefix(&self) -> &[u8] {
+        &self.lower_fence()[..self.prefix_len()]
+    }
+
+    /// Stored key of `slot` without the prefix; empty if out of range.
+    pub fn key_suffix(&self, slot: usize) -> &[u8] {
+        if slot >= self.count() {
+            return &[];
+        }
+        let s = self.slot(slot);
+        self.bytes
+            .get(s.offset..s.offset + s.key_len)
+            .unwrap_or(&[])
+    }
+
+    /// Writes the full key of `slot` (prefix restored) into `out`, replacing
+    /// its contents. Empty if `slot` is out of range.
+    pub fn key_into(&self, slot: usize, out: &mut Vec<u8>) {
+        out.clear();
+        if slot < self.count() {
+            out.extend_from_slice(self.prefix());
+            out.extend_from_slice(self.key_suffix(slot));
+        }
+    }
+
+    /// Full length of the key in `slot` (prefix included).
+    pub fn key_len(&self, slot: usize) -> usize {
+        self.prefix_len() + self.key_suffix(slot).len()
+    }
+
+    /// The value of `slot` (leaves); empty if out of range.
+    pub fn value(&self, slot: usize) -> &[u8] {
+        if slot >= self.count() {
+            return &[];
+        }
+        let s = self.slot(slot);
+        let start = s.offset + s.key_len;
+        self.bytes.get(start..start + s.value_len).unwrap_or(&[])
+    }
+
+    /// Child page id of `slot` (inner nodes); 0 if out of range or malformed.
+    pub fn child(&self, slot: usize) -> u64 {
+        match self.value(slot) {
+            [a, b, c, d, e, f, g, h] => u64::from_le_bytes([*a, *b, *c, *d, *e, *f, *g, *h]),
+            _ => 0,
+        }
+    }
+
+    /// The child covering keys greater than the last separator (inner nodes).
+    pub fn upper_child(&self) -> u64 {
+        self.read_u64(HDR_UPPER_CHILD)
+    }
+
+    /// First slot whose key is `>= key`, and whether it is equal. Returns
+    /// `(count, false)` if all keys are smaller. Keys that do not share the
+    /// node prefix (outside the fences) give 0 or `count`.
+    pub fn lower_bound(&self, key: &[u8]) -> (usize, bool) {
+        let count = self.count();
+        let prefix = self.prefix();
+        let shared_len = key.len().min(prefix.len());
+        match key[..shared_len].cmp(&prefix[..shared_len]) {
+            Ordering::Less => return (0, false),
+            Ordering::Greater => return (count, false),
+            Ordering::Equal if key.len() < prefix.len() => return (0, false),
+            Ordering::Equal => {}
+        }
+        let suffix = &key[prefix.len()..];
+        let head = head_of(suffix);
+        let (mut low, mut high) = (0, count);
+        // Bounded: the interval shrinks every step.
+        while low < high {
+            let mid = low + (high - low) / 2;
+            let slot_head = self.slot(mid).head;
+            let order = match slot_head.cmp(&head) {
+                Ordering::Equal => self.key_suffix(mid).cmp(suffix),
+                unequal => unequal,
+            };
+            match order {
+                Ordering::Less => low = mid + 1,
+                Ordering::Greater => high = mid,
+                Ordering::Equal => return (mid, true),
+            }
+        }
+        (low, false)
+    }
+
+    /// Inner nodes: index of the child covering `key`; `count()` means the
+    /// upper child.
+    pub fn child_index_for(&self, key: &[u8]) -> usize {
+        self.lower_bound(key).0
+    }
+
+    /// Inner nodes: page id of the child covering `key`.
+    pub fn child_for(&self, key: &[u8]) -> u64 {
+        let index = self.child_index_for(key);
+        if index >= self.count() {
+            self.upper_child()
+        } else {
+            self.child(index)
+        }
+    }
+
+    /// Inner nodes: child page id at `index`, where `index == count()` is the
+    /// upper child (the indexing of `child_index_for`).
+    pub fn child_at(&self, index: usize) -> u64 {
+        if index >= self.count() {
+            self.upper_child()
+        } else {
+            self.child(index)
+        }
+    }
+
+    // ----------------------------------------------------------------------
+    // Mutating paths: assume a valid node, exclusive latch held.
+
+    /// Sets the upper child (inner nodes).
+    pub fn set_upper_child(&mut self, child: u64) {
+        debug_assert!(!self.is_leaf());
+        self.write_u64(HDR_UPPER_CHILD, child);
+    }
+
+    /// Replaces the child page id at `index`; `index == count()` sets the
+    /// upper child (inner nodes).
+    pub fn set_child(&mut self, index: usize, child: u64) {
+        debug_assert!(!self.is_leaf());
+        debug_assert!(index <= self.count());
+        if index == self.count() {
+            self.set_upper_child(child);
+            return;
+        }
+        let s = self.slot(index);
+        debug_assert_eq!(s.value_len, CHILD_BYTES);
+        let at = s.offset + s.key_len;
+        self.write_u64(at, child);
+    }
+
+    /// Leaves: inserts `key -> value`, replacing the value if `key` exists.
+    /// Compacts the page if the free space is fragmented. On `NodeFull` the
+    /// node is unchanged.
+    pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), NodeFull> {
+        debug_assert!(self.is_leaf());
+        debug_assert!(self.key_within_fences(key), "key outside fences");
+        let (slot, exact) = self.lower_bound(key);
+        if exact {
+            let old = self.slot(slot);
+            if old.value_len == value.len() {
+                let start = old.offset + old.key_len;
+                self.bytes[start..start + value.len()].copy_from_slice(value);
+                return Ok(());
+            }
+            // Removing frees the old value; the slot and key are re-added.
+            if self.free_space_bytes() + old.value_len < value.len() {
+                return Err(NodeFull);
+            }
+            self.remove_slot(slot);
+        } else if !self.has_space_for(key.len(), value.len()) {
+            return Err(NodeFull);
+        }
+        let prefix_len = self.prefix_len();
+        self.insert_entry_at(slot, &[], &key[prefix_len..], value);
+        Ok(())
+    }
+
+    /// Inner nodes: inserts separator `key` with `child` covering the keys
+    /// `<= key` (and above the previous separator). After splitting child `C`
+    /// into (`new_left`, `C`), insert `(separator, new_left_pid)`: `C` stays
+    /// where it was. `key` must not be present already.
+    pub fn insert_separator(&mut self, key: &[u8], child: u64) -> Result<(), NodeFull> {
+        debug_assert!(!self.is_leaf());
+        debug_assert!(self.key_within_fences(key), "separator outside fences");
+        let (slot, exact) = self.lower_bound(key);
+        debug_assert!(!exact, "duplicate separator");
+        if !self.has_space_for(key.len(), CHILD_BYTES) {
+            return Err(NodeFull);
+        }
+        let prefix_len = self.prefix_len();
+        self.insert_entry_at(slot, &[], &key[prefix_len..], &child.to_le_bytes());
+        Ok(())
+    }
+
+    /// Removes `slot` (key and value, or separator and its child). The heap
+    /// bytes become garbage until the next compaction.
+    pub fn remove_slot(&mut self, slot: usize) {
+        let count = self.count();
+        debug_assert!(slot < count);
+        let s = self.slot(slot);
+        let entry_bytes = s.key_len + s.value_len;
+        let start = NODE_HEADER_END + slot * SLOT_BYTES;
+        let end = NODE_HEADER_END + count * SLOT_BYTES;
+        self.bytes.copy_within(start + SLOT_BYTES..end, start);
+        self.write_u16(HDR_COUNT, count - 1);
+        self.write_u16(HDR_HEAP_USED, self.heap_used_bytes() - entry_bytes);
+        // Cheap partial reclaim: the newest entry sits at the heap start.
+        if s.offset == self.heap_start() {
+            self.write_u16(HDR_HEAP_START, s.offset + entry_bytes);
+        }
+    }
+
+    /// Removes `key` if present; returns whether it was.
+    pub fn remove(&mut self, key: &[u8]) -> bool {
+        let (slot, exact) = self.lower_bound(key);
+        if exact {
+            self.remove_slot(slot);
+        }
+        exact
+    }
+
+    /// Rewrites the heap without holes, in place (via a stack temp page).
+    pub fn compactify(&mut self) {
+        let mut temp = [0u8; PAGE_SIZE];
+        temp.copy_from_slice(&self.bytes);
+        let old = Node::from_page(&temp);
+        let space_used_bytes = old.space_used_bytes();
+        init_page(
+            &mut self.bytes,
+            old.page_kind(),
+            old.lower_fence(),
+            old.upper_fence(),
+            old.upper_child(),
+        );
+        self.copy_entries_from(old, 0..old.count());
+        debug_assert_eq!(self.space_used_bytes(), space_used_bytes);
+        debug_assert_eq!(self.contiguous_free_bytes(), self.free_space_bytes());
+    }
+
+    /// Splits this node: the lower half moves to `new_left` (a fresh page,
+    /// fully initialised here), this node keeps the upper half, and the
+    /// separator is written to `separator_out`.
+    ///
+    /// Afterwards `new_left` holds the keys `<= separator` with fences
+    /// (old lower, separator) and this node the keys `> separator` with fences
+    /// (separator, old upper), so the parent's pointer to this node stays
+    /// valid; the caller inserts `(separator, new_left_pid)` into the parent.
+    /// Leaves keep every key; inner nodes move the separator up (its child
+    /// becomes `new_left`'s upper child). The split point balances bytes, and
+    /// both halves have room for one more entry of `MAX_ENTRY_BYTES`. Leaf
+    /// separators are truncated to the shortest prefix of the first right key
+    /// that still separates. Requires `count() >= 2`.
+    pub fn split(&mut self, new_left: &mut [u8; PAGE_SIZE], separator_out: &mut Vec<u8>) {
+        let count = self.count();
+        debug_assert!(count >= 2, "split needs two entries");
+        let kind = self.page_kind();
+        let leaf = self.is_leaf();
+        let split_slot = self.split_slot();
+        self.separator_into(split_slot, separator_out);
+        let separator = separator_out.as_slice();
+        debug_assert!(!separator.is_empty(), "empty separator means +infinity");
+
+        let (left_end, left_upper_child) = if leaf {
+            (split_slot + 1, 0)
+        } else {
+            (split_slot, self.child(split_slot))
+        };
+        let left = init_page(
+            new_left,
+            kind,
+            self.lower_fence(),
+            separator,
+            left_upper_child,
+        );
+        left.copy_entries_from(self, 0..left_end);
+
+        let mut temp = [0u8; PAGE_SIZE];
+        let right = init_page(
+            &mut temp,
+            kind,
+            separator,
+            self.upper_fence(),
+            self.upper_child(),
+        );
+        right.copy_entries_from(self, split_slot + 1..count);
+        debug_assert_eq!(left.count() + right.count() + usize::from(!leaf), count);
+        // Keep the buffer layer's header bytes of this page.
+        self.bytes[COMMON_HEADER_END..].copy_from_slice(&temp[COMMON_HEADER_END..]);
+    }
+
+    /// Merges this node (the left sibling) into `right` if all entries fit:
+    /// `right` then holds both nodes' entries with fences (self.lower,
+    /// right.upper) and the caller removes the parent's separator for `self`
+    /// and frees `self`'s page. `separator` is the parent's separator between
+    /// the two (equal to `self`'s upper and `right`'s lower fence); inner
+    /// nodes pull it down as the key for `self`'s upper child. Returns false,
+    /// and changes nothing, if the merged node would not fit.
+    pub fn merge_into_right(&self, right: &mut Node, separator: &[u8]) -> bool {
+        debug_assert_eq!(self.page_kind(), right.page_kind());
+        debug_assert_eq!(self.upper_fence(), separator);
+        debug_assert_eq!(right.lower_fence(), separator);
+        let inner = !self.is_leaf();
+        let lower = self.lower_fence();
+        let upper = right.upper_fence();
+        let prefix_len = common_prefix_len(lower, upper);
+        let count = self.count() + right.count() + usize::from(inner);
+        let mut needed_bytes = NODE_HEADER_END
+            + count * SLOT_BYTES
+            + lower.len()
+            + upper.len()
+            + self.entry_bytes_with_prefix(prefix_len)
+            + right.entry_bytes_with_prefix(prefix_len);
+        if inner {
+            needed_bytes += separator.len().saturating_sub(prefix_len) + CHILD_BYTES;
+        }
+        if needed_bytes > PAGE_SIZE {
+            return false;
+        }
+
+        let mut temp = [0u8; PAGE_SIZE];
+        let merged = init_page(
+            &mut temp,
+            right.page_kind(),
+            lower,
+            upper,
+            right.upper_child(),
+        );
+        merged.copy_entries_from(self, 0..self.count());
+        if inner {
+            let separator_suffix = separator.get(prefix_len..).unwrap_or(&[]);
+            merged.push_entry(&[], separator_suffix, &self.upper_child().to_le_bytes());
+        }
+        merged.copy_entries_from(right, 0..right.count());
+        debug_assert_eq!(merged.space_used_bytes(), needed_bytes);
+        right.bytes[COMMON_HEADER_END..].copy_from_slice(&temp[COMMON_HEADER_END..]);
+        true
+    }
+
+    /// Checks the structural invariants (see [`check_invariants`]).
+    pub fn check_invariants(&self) -> Result<(), String> {
+        let kind = self.page_kind();
+        if kind != PAGE_KIND_LEAF && kind != PAGE_KIND_INNER {
+            return Err(format!("bad page kind {kind}"));
+        }
+        let raw_count = self.read_u16(HDR_COUNT);
+        if raw_count > SLOT_COUNT_MAX {
+            return Err(format!("count {raw_count} exceeds {SLOT_COUNT_MAX}"));
+        }
+        let heap_start = self.heap_start();
+        if heap_start < self.slots_end() || heap_start > PAGE_SIZE {
+            return Err(format!("heap start {heap_start} out of range"));
+        }
+        let mut regions: Vec<(usize, usize)> = Vec::with_capacity(raw_count + 2);
+        for (name, offset_at, len_at) in [
+            ("lower", HDR_LOWER_OFFSET, HDR_LOWER_LEN),
+            ("upper", HDR_UPPER_OFFSET, HDR_UPPER_LEN),
+        ] {
+            let (offset, len) = (self.read_u16(offset_at), self.read_u16(len_at));
+            if len > MAX_KEY_BYTES || offset < heap_start || offset + len > PAGE_SIZE {
+                return Err(format!("{name} fence at {offset}+{len} out of range"));
+            }
+            regions.push((offset, len));
+        }
+        let (lower, upper) = (self.lower_fence(), self.upper_fence());
+        if !lower.is_empty() && !upper.is_empty() && lower >= upper {
+            return Err("lower fence not below upper fence".to_string());
+        }
+        let raw_prefix_len = self.read_u16(HDR_PREFIX_LEN);
+        if raw_prefix_len != common_prefix_len(lower, upper) {
+            return Err(format!(
+                "prefix length {raw_prefix_len} does not match fences"
+            ));
+        }
+        let leaf = self.is_leaf();
+        if leaf && self.upper_child() != 0 {
+            return Err("leaf has an upper child".to_string());
+        }
+        let mut previous_key: Option<Vec<u8>> = None;
+        let mut key = Vec::new();
+        for index in 0..raw_count {
+            let s = self.slot(index);
+            let end = s.offset + s.key_len + s.value_len;
+            if s.offset < heap_start || end > PAGE_SIZE {
+                return Err(format!(
+                    "slot {index} entry {}..{end} out of heap",
+                    s.offset
+                ));
+            }
+            regions.push((s.offset, s.key_len + s.value_len));
+            if !leaf && s.value_len != CHILD_BYTES {
+                return Err(format!("inner slot {index} value is {} bytes", s.value_len));
+            }
+            if s.head != head_of(self.key_suffix(index)) {
+                return Err(format!("slot {index} head does not match key"));
+            }
+            self.key_into(index, &mut key);
+            if let Some(previous) = &previous_key {
+                if previous >= &key {
+                    return Err(format!("slot {index} key not above previous key"));
+                }
+            }
+            if !lower.is_empty() && key.as_slice() <= lower {
+                return Err(format!("slot {index} key not above lower fence"));
+            }
+            if !upper.is_empty() && key.as_slice() > upper {
+                return Err(format!("slot {index} key above upper fence"));
+            }
+            previous_key = Some(key.clone());
+        }
+        regions.sort_unstable();
+        let mut covered_end = heap_start;
+        for &(offset, len) in &regions {
+            if len > 0 && offset < covered_end {
+                return Err(format!("heap region at {offset} overlaps another"));
+            }
+            covered_end = covered_end.max(offset + len);
+        }
+        let live_bytes: usize = regions.iter().map(|&(_, len)| len).sum();
+        if live_bytes != self.heap_used_bytes() {
+            return Err(format!(
+                "heap used {} but live regions sum to {live_bytes}",
+                self.heap_used_bytes()
+            ));
+        }
+        Ok(())
+    }
+
+    // ----------------------------------------------------------------------
+    // Internals of the mutating paths.
+
+    /// True if `lower < key <= upper` (infinite fences always pass).
+    fn key_within_fences(&self, key: &[u8]) -> bool {
+        let lower = self.lower_fence();
+        let upper = self.upper_fence();
+        (lower.is_empty() || key > lower) && (upper.is_empty() || key <= upper)
+    }
+
+    /// Heap bytes of this node's entries if they were stored with
+    /// `prefix_len` (<= this node's prefix) stripped instead.
+    fn entry_bytes_with_prefix(&self, prefix_len: usize) -> usize {
+        debug_assert!(prefix_len <= self.prefix_len());
+        let fence_bytes = self.lower_fence().len() + self.upper_fence().len();
+        let stored_bytes = self.heap_used_bytes().saturating_sub(fence_bytes);
+        stored_bytes + self.count() * self.prefix_len().saturating_sub(prefix_len)
+    }
+
+    /// Inserts a slot at `slot` for the key suffix `key_a ++ key_b` and
+    /// `value`, compacting first if the contiguous free space is too small.
+    fn insert_entry_at(&mut self, slot: usize, key_a: &[u8], key_b: &[u8], value: &[u8]) {
+        let count = self.count();
+        debug_assert!(slot <= count);
+        let key_len = key_a.len() + key_b.len();
+        let entry_bytes = key_len + value.len();
+        if self.contiguous_free_bytes() < SLOT_BYTES + entry_bytes {
+            self.compactify();
+        }
+        debug_assert!(self.contiguous_free_bytes() >= SLOT_BYTES + entry_bytes);
+        let start = NODE_HEADER_END + slot * SLOT_BYTES;
+        let end = NODE_HEADER_END + count * SLOT_BYTES;
+        self.bytes.copy_within(start..end, start + SLOT_BYTES);
+        self.write_u16(HDR_COUNT, count + 1);
+        let offset = self.heap_alloc(entry_bytes);
+        let mut at = offset;
+        for part in [key_a, key_b, value] {
+            self.bytes[at..at + part.len()].copy_from_slice(part);
+            at += part.len();
+        }
+        self.write_slot(
+            slot,
+            Slot {
+                offset,
+                key_len,
+                value_len: value.len(),
+                head: head_of_parts(key_a, key_b),
+            },
+        );
+        self.write_u16(HDR_HEAP_USED, self.heap_used_bytes() + entry_bytes);
+    }
+
+    /// Appends an entry after all existing slots (callers append in order).
+    fn push_entry(&mut self, key_a: &[u8], key_b: &[u8], value: &[u8]) {
+        self.insert_entry_at(self.count(), key_a, key_b, value);
+    }
+
+    /// Appends the entries `range` of `source`, re-encoding keys for this
+    /// node's prefix. They must sort after this node's keys and share its
+    /// prefix.
+    fn copy_entries_from(&mut self, source: &Node, range: Range<usize>) {
+        let prefix_len = self.prefix_len();
+        let source_prefix = source.prefix();
+        for index in range {
+            let suffix = source.key_suffix(index);
+            // full key = source_prefix ++ suffix; store full_key[prefix_len..].
+            let (key_a, key_b) = if prefix_len <= source_prefix.len() {
+                (&source_prefix[prefix_len..], suffix)
+            } else {
+                let skip = prefix_len - source_prefix.len();
+                debug_assert!(skip <= suffix.len());
+                (&[][..], suffix.get(skip..).unwrap_or(&[]))
+            };
+            self.push_entry(key_a, key_b, source.value(index));
+        }
+    }
+
+    /// Chooses the split slot so both halves get about half of the slot and
+    /// entry bytes. Leaves: slots `..=split` go left. Inner: slots `..split`
+    /// go left and `split`'s key moves up.
+    fn split_slot(&self) -> usize {
+        let count = self.count();
+        let entry_bytes = |index: usize| {
+            let s = self.slot(index);
+            SLOT_BYTES + s.key_len + s.value_len
+        };
+        let total_bytes: usize = (0..count).map(entry_bytes).sum();
+        let mut before_bytes = 0;
+        let mut straddling = count - 1;
+        for index in 0..count {
+            let bytes = entry_bytes(index);
+            if 2 * (before_bytes + bytes) >= total_bytes {
+                straddling = index;
+                break;
+            }
+            before_bytes += bytes;
+        }
+        if !self.is_leaf() {
+            // The straddling separator leaves the node: both halves <= T/2.
+            return straddling;
+        }
+        // Put the straddling entry on the side it mostly lies on, keeping
+        // both halves non-empty.
+        let straddling_left = 2 * before_bytes + entry_bytes(straddling) <= total_bytes;
+        let mut split = if straddling_left {
+            straddling
+        } else {
+            straddling.saturating_sub(1)
+        };
+        split = split.min(count - 2);
+        // An empty separator cannot be stored (empty upper fence = +infinity).
+        if split == 0 && self.prefix_len() == 0 && self.key_suffix(0).is_empty() && count > 2 {
+            split = 1;
+        }
+        split
+    }
+
+    /// Writes the full separator for a split at `split` into `out`.
+    fn separator_into(&self, split: usize, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(self.prefix());
+        let left_key = self.key_suffix(split);
+        if self.is_leaf() && split + 1 < self.count() {
+            // Shortest prefix of the right key that is > left key and < right
+            // key (so right key stays in the right half).
+            let right_key = self.key_suffix(split + 1);
+            let common = common_prefix_len(left_key, right_key);
+            if left_key.len() > common && right_key.len() > common + 1 {
+                out.extend_from_slice(&right_key[..common + 1]);
+                return;
+            }
+        }
+        out.extend_from_slice(left_key);
+    }
+}
+
+impl fmt::Debug for Node {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut key = Vec::new();
+        let mut list = f.debug_list();
+        for slot in 0..self.count() {
+            self.key_into(slot, &mut key);
+            list.entry(&(key.clone(), self.value(slot).len()));
+        }
+        list.finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use std::collections::BTreeMap;
+
+    type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+    /// An entry that did not fit: (key, value).
+    type Pending = Option<(Vec<u8>, Vec<u8>)>;
+
+    fn new_page() -> Box<[u8; PAGE_SIZE]> {
+        Box::new([0u8; PAGE_SIZE])
+    }
+
+    fn contents(node: &Node) -> Model {
+        let mut model = Model::new();
+        let mut key = Vec::new();
+        for slot in 0..node.count() {
+            node.key_into(slot, &mut key);
+            model.insert(key.clone(), node.value(slot).to_vec());
+        }
+        model
+    }
+
+    fn separators(node: &Node) -> Vec<(Vec<u8>, u64)> {
+        let mut key = Vec::new();
+        (0..node.count())
+            .map(|slot| {
+                node.key_into(slot, &mut key);
+                (key.clone(), node.child(slot))
+            })
+            .collect()
+    }
+
+    fn value_for(seed: u8, len: usize) -> Vec<u8> {
+        (0..len).map(|i| seed.wrapping_add(i as u8)).collect()
+    }
+
+    /// Fences sharing `prefix`: keys are prefix ++ [0x20..0x24] ++ tail.
+    fn fences(prefix: &[u8], bounded: bool) -> (Vec<u8>, Vec<u8>) {
+        if !bounded {
+            return (Vec::new(), Vec::new());
+        }
+        let mut lower = prefix.to_vec();
+        lower.push(0x10);
+        let mut upper = prefix.to_vec();
+        upper.push(0xF0);
+        (lower, upper)
+    }
+
+    fn make_key(prefix: &[u8], first: u8, tail: &[u8]) -> Vec<u8> {
+        let mut key = prefix.to_vec();
+        key.push(0x20 + first);
+        key.extend_from_slice(tail);
+        key
+    }
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Insert {
+            first: u8,
+            tail: Vec<u8>,
+            value_len: usize,
+            seed: u8,
+        },
+        Remove {
+            pick: usize,
+        },
+        Compactify,
+    }
+
+    fn op_strategy() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            6 => (0u8..4, prop::collection::vec(0u8..4, 0..12), 0usize..200, any::<u8>())
+                .prop_map(|(first, tail, value_len, seed)| Op::Insert { first, tail, value_len, seed }),
+            2 => any::<usize>().prop_map(|pick| Op::Remove { pick }),
+            1 => Just(Op::Compactify),
+        ]
+    }
+
+    /// Fills a leaf with random entries (within its fences) until an insert
+    /// fails; returns the model and the entry that did not fit.
+    fn fill_leaf(
+        node: &mut Node,
+        prefix: &[u8],
+        key_seeds: &[(u8, Vec<u8>, usize)],
+    ) -> (Model, Pending) {
+        let mut model = Model::new();
+        for (round, (first, tail, value_len)) in key_seeds.iter().cycle().enumerate() {
+            let mut tail = tail.clone();
+            tail.extend_from_slice(&(round as u32).to_be_bytes());
+            let key = make_key(prefix, *first, &tail);
+            let value_len = (*value_len).min(MAX_ENTRY_BYTES - key.len());
+            let value = value_for(round as u8, value_len);
+            if round >= 10_000 {
+                return (model, None);
+            }
+            if !node.key_within_fences(&key) {
+                continue;
+            }
+            match node.insert(&key, &value) {
+                Ok(()) => {
+                    model.insert(key, value);
+                }
+                Err(NodeFull) => return (model, Some((key, value))),
+            }
+        }
+        (model, None)
+    }
+
+    fn seeds_strategy() -> impl Strategy<Value = Vec<(u8, Vec<u8>, usize)>> {
+        prop::collection::vec(
+            (
+                0u8..4,
+                prop::collection::vec(any::<u8>(), 0..40),
+                prop_oneof![0usize..64, 0usize..MAX_ENTRY_BYTES],
+            ),
+            1..20,
+        )
+    }
+
+    fn prefix_strategy() -> impl Strategy<Value = Vec<u8>> {
+        prop::collection::vec(any::<u8>(), 0..20)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(200))]
+
+        #[test]
+        fn leaf_matches_model(
+            prefix in prefix_strategy(),
+            bounded in any::<bool>(),
+            ops in prop::collection::vec(op_strategy(), 1..400),
+            probes in prop::collection::vec((0u8..5, prop::collection::vec(0u8..4, 0..6)), 0..20),
+        ) {
+            let prefix = if bounded { prefix } else { Vec::new() };
+            let (lower, upper) = fences(&prefix, bounded);
+            let mut page = new_page();
+            let node = init_leaf(&mut page, &lower, &upper);
+            prop_assert_eq!(node.prefix_len(), prefix.len());
+            let mut model = Model::new();
+            for op in ops {
+                match op {
+                    Op::Insert { first, tail, value_len, seed } => {
+                        let key = make_key(&prefix, first, &tail);
+                        let value = value_for(seed, value_len);
+                        let before = node.as_page().to_vec();
+                        let old_len = model.get(&key).map(|v| v.len());
+                        let free = node.free_space_bytes();
+                        match node.insert(&key, &value) {
+                            Ok(()) => { model.insert(key, value); }
+                            Err(NodeFull) => {
+                                prop_assert_eq!(before.as_slice(), node.as_page().as_slice());
+                                let needed = match old_len {
+                                    Some(old) => value.len().saturating_sub(old),
+                                    None => SLOT_BYTES + key.len() - prefix.len() + value.len(),
+                                };
+                                prop_assert!(needed > free);
+                            }
+                        }
+                    }
+                    Op::Remove { pick } => {
+                        if model.is_empty() {
+                            prop_assert!(!node.remove(&make_key(&prefix, 0, &[])));
+                        } else {
+                            let key = model.keys().nth(pick % model.len()).unwrap().clone();
+                            prop_assert!(node.remove(&key));
+                            prop_assert!(!node.remove(&key));
+                            model.remove(&key);
+                        }
+                    }
+                    Op::Compactify => {
+                        let used = node.space_used_bytes();
+                        node.compactify();
+                        prop_assert_eq!(used, node.space_used_bytes());
+                    }
+                }
+                check_invariants(node.as_page()).map_err(TestCaseError::fail)?;
+                prop_assert_eq!(node.count(), model.len());
+            }
+            prop_assert_eq!(&contents(node), &model);
+            prop_assert_eq!(node.lower_fence(), lower.as_slice());
+            prop_assert_eq!(node.upper_fence(), upper.as_slice());
+            for (first, tail) in probes {
+                let probe = make_key(&prefix, first, &tail);
+                let expected_slot = model.range(..probe.clone()).count();
+                let (slot, exact) = node.lower_bound(&probe);
+                prop_assert_eq!(slot, expected_slot);
+                prop_assert_eq!(exact, model.contains_key(&probe));
+            }
+        }
+
+        #[test]
+        fn split_preserves_entries(
+            prefix in prefix_strategy(),
+            bounded in any::<bool>(),
+            seeds in seeds_strategy(),
+            rounds in 1usize..6,
+        ) {
+            let (lower, upper) = fences(&prefix, bounded);
+            let prefix = if bounded { prefix } else { Vec::new() };
+            let mut right_page = new_page();
+            init_leaf(&mut right_page, &lower, &upper);
+            let mut separator = Vec::new();
+            for round in 0..rounds {
+                let node = Node::from_page_mut(&mut right_page);
+                let mut round_seeds = seeds.clone();
+                round_seeds.iter_mut().for_each(|s| s.1.push(round as u8));
+                let (mut model, pending) = fill_leaf(node, &prefix, &round_seeds);
+                model.extend(contents(node));
+                if node.count() < 2 {
+                    break; // fences too narrow for the generated keys
+                }
+                let (old_lower, old_upper) = (node.lower_fence().to_vec(), node.upper_fence().to_vec());
+                let mut left_page = new_page();
+                node.split(&mut left_page, &mut separator);
+                let left = Node::from_page(&left_page);
+                check_invariants(left.as_page()).map_err(TestCaseError::fail)?;
+                check_invariants(node.as_page()).map_err(TestCaseError::fail)?;
+                prop_assert!(left.is_leaf() && node.is_leaf());
+                prop_assert!(left.count() >= 1 && node.count() >= 1);
+                prop_assert_eq!(left.lower_fence(), old_lower.as_slice());
+                prop_assert_eq!(left.upper_fence(), separator.as_slice());
+                prop_assert_eq!(node.lower_fence(), separator.as_slice());
+                prop_assert_eq!(node.upper_fence(), old_upper.as_slice());
+                let (left_model, right_model) = (contents(left), contents(node));
+                prop_assert!(left_model.keys().all(|k| k <= &separator));
+                prop_assert!(right_model.keys().all(|k| k > &separator));
+                let mut union = left_model.clone();
+                union.extend(right_model);
+                prop_assert_eq!(&union, &model);
+                // The guarantee behind MAX_ENTRY_BYTES.
+                prop_assert!(left.free_space_bytes() >= SLOT_BYTES + MAX_ENTRY_BYTES);
+                prop_assert!(node.free_space_bytes() >= SLOT_BYTES + MAX_ENTRY_BYTES);
+                if let Some((key, value)) = pending {
+                    if key <= separator {
+                        Node::from_page_mut(&mut left_page).insert(&key, &value).unwrap();
+                    } else {
+                        node.insert(&key, &value).unwrap();
+                    }
+                }
+                // Merge round trip on a copy.
+                let mut merged_page = right_page.clone();
+                let left = Node::from_page(&left_page);
+                let merged = Node::from_page_mut(&mut merged_page);
+                let left_count = left.count();
+                let merged_ok = left.merge_into_right(merged, &separator);
+                if merged_ok {
+                    check_invariants(merged.as_page()).map_err(TestCaseError::fail)?;
+                    let mut expected = contents(left);
+                    expected.extend(contents(Node::from_page(&right_page)));
+                    prop_assert_eq!(contents(merged), expected);
+                    prop_assert_eq!(merged.lower_fence(), old_lower.as_slice());
+                    prop_assert_eq!(merged.upper_fence(), old_upper.as_slice());
+                } else {
+                    prop_assert!(left_count > 0);
+                    prop_assert_eq!(&merged_page[..], &right_page[..]);
+                }
+            }
+        }
+
+        #[test]
+        fn split_then_merge_round_trip(
+            prefix in prefix_strategy(),
+            seeds in seeds_strategy(),
+        ) {
+            let (lower, upper) = fences(&prefix, true);
+            let mut page = new_page();
+            let node = init_leaf(&mut page, &lower, &upper);
+            let (_, _) = fill_leaf(node, &prefix, &seeds);
+            let original = contents(node);
+            let mut left_page = new_page();
+            let mut separator = Vec::new();
+            node.split(&mut left_page, &mut separator);
+            // The halves of a split always fit back together: nothing was
+            // added, and the wider merged range only shortens the prefix.
+            let left = Node::from_page(&left_page);
+            prop_assert!(left.merge_into_right(node, &separator));
+            check_invariants(node.as_page()).map_err(TestCaseError::fail)?;
+            prop_assert_eq!(contents(node), original);
+            prop_assert_eq!(node.lower_fence(), lower.as_slice());
+            prop_assert_eq!(node.upper_fence(), upper.as_slice());
+        }
+
+        #[test]
+        fn inner_child_for_and_split_merge(
+            prefix in prefix_strategy(),
+            bounded in any::<bool>(),
+            keys in prop::collection::btree_set(
+                (0u8..4, prop::collection::vec(any::<u8>(), 0..(MAX_KEY_BYTES - 30))),
+                2..200,
+            ),
+            probes in prop::collection::vec((0u8..5, prop::collection::vec(any::<u8>(), 0..8)), 1..50),
+        ) {
+            let (lower, upper) = fences(&prefix, bounded);
+            let prefix = if bounded { prefix } else { Vec::new() };
+            let mut page = new_page();
+            let node = init_inner(&mut page, &lower, &upper, 999);
+            let mut model: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            for (i, (first, tail)) in keys.iter().enumerate() {
+                let key = make_key(&prefix, *first, tail);
+                if node.insert_separator(&key, 1000 + i as u64).is_err() {
+                    break;
+                }
+                model.insert(key, 1000 + i as u64);
+            }
+            check_invariants(node.as_page()).map_err(TestCaseError::fail)?;
+            prop_assume!(model.len() >= 2);
+            let expected_child = |model: &BTreeMap<Vec<u8>, u64>, upper_child: u64, probe: &Vec<u8>| {
+                model.range(probe.clone()..).next().map(|(_, c)| *c).unwrap_or(upper_child)
+            };
+            let probe_keys: Vec<Vec<u8>> = probes
+                .iter()
+                .map(|(first, tail)| make_key(&prefix, *first, tail))
+                .chain(model.keys().cloned())
+                .collect();
+            for probe in &probe_keys {
+                prop_assert_eq!(node.child_for(probe), expected_child(&model, 999, probe));
+                prop_assert_eq!(node.child_at(node.child_index_for(probe)), node.child_for(probe));
+            }
+            let original = separators(node);
+
+            let mut left_page = new_page();
+            let mut separator = Vec::new();
+            node.split(&mut left_page, &mut separator);
+            let left = Node::from_page(&left_page);
+            check_invariants(left.as_page()).map_err(TestCaseError::fail)?;
+            check_invariants(node.as_page()).map_err(TestCaseError::fail)?;
+            prop_assert!(!left.is_leaf() && !node.is_leaf());
+            prop_assert_eq!(left.upper_child(), model[&separator]);
+            prop_assert_eq!(node.upper_child(), 999);
+            prop_assert_eq!(left.count() + node.count() + 1, model.len());
+            prop_assert!(left.free_space_bytes() >= SLOT_BYTES + MAX_ENTRY_BYTES);
+            prop_assert!(node.free_space_bytes() >= SLOT_BYTES + MAX_ENTRY_BYTES);
+            for probe in &probe_keys {
+                let expected = expected_child(&model, 999, probe);
+                let got = if probe <= &separator { left.child_for(probe) } else { node.child_for(probe) };
+                prop_assert_eq!(got, expected);
+            }
+            prop_assert!(left.merge_into_right(node, &separator));
+            check_invariants(node.as_page()).map_err(TestCaseError::fail)?;
+            prop_assert_eq!(separators(node), original);
+            prop_assert_eq!(node.upper_child(), 999);
+        }
+
+        #[test]
+        fn garbage_pages_never_panic(
+            bytes in prop::collection::vec(any::<u8>(), PAGE_SIZE),
+            small_header in any::<bool>(),
+            probes in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 1..8),
+        ) {
+            let mut page = new_page();
+            page.copy_from_slice(&bytes);
+            if small_header {
+                // Plausible counts and offsets reach the deeper read paths.
+                for at in (HDR_COUNT..NODE_HEADER_END).step_by(2) {
+                    page[at + 1] &= 0x0F;
+                }
+                page[HDR_COUNT + 1] = 0;
+            }
+            exercise_read_paths(&page, &probes);
+        }
+
+        #[test]
+        fn corrupted_valid_pages_never_panic(
+            seeds in seeds_strategy(),
+            flips in prop::collection::vec((COMMON_HEADER_END..PAGE_SIZE, any::<u8>()), 1..16),
+            probes in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..12), 1..8),
+        ) {
+            let mut page = new_page();
+            let node = init_leaf(&mut page, b"k", b"l");
+            fill_leaf(node, b"k", &seeds);
+            for (at, byte) in flips {
+                page[at] ^= byte | 1;
+            }
+            exercise_read_paths(&page, &probes);
+        }
+    }
+
+    fn exercise_read_paths(page: &[u8; PAGE_SIZE], probes: &[Vec<u8>]) {
+        let node = Node::from_page(page);
+        let _ = check_invariants(page);
+        let _ = (
+            node.is_leaf(),
+            node.free_space_bytes(),
+            node.space_used_bytes(),
+        );
+        let _ = (node.lower_fence(), node.upper_fence(), node.prefix());
+        let _ = (node.upper_child(), node.has_space_for(MAX_KEY_BYTES, 100));
+        let count = node.count();
+        assert!(count <= SLOT_COUNT_MAX);
+        let mut key = Vec::new();
+        for slot in 0..count + 2 {
+            node.key_into(slot, &mut key);
+            let _ = (node.value(slot), node.child(slot), node.child_at(slot));
+            let _ = node.key_len(slot);
+        }
+        for probe in probes {
+            let (slot, _) = node.lower_bound(probe);
+            assert!(slot <= count);
+            let _ = node.child_for(probe);
+        }
+        let _ = format!("{node:?}");
+    }
+
+    #[test]
+    fn max_size_entries_split_with_max_fences() {
+        // Worst case of the split bound: maximal lower fence, infinite upper
+        // fence (prefix 0), maximal entries mixed with tiny ones.
+        let lower = vec![0x01u8; MAX_KEY_BYTES];
+        for small_every in [0usize, 2, 3, 5] {
+            let mut page = new_page();
+            let node = init_leaf(&mut page, &lower, &[]);
+            let mut i = 0u32;
+            loop {
+                let mut key = vec![0x02u8; MAX_KEY_BYTES];
+                key[MAX_KEY_BYTES - 4..].copy_from_slice(&i.to_be_bytes());
+                let value_len = if small_every != 0 && (i as usize).is_multiple_of(small_every) {
+                    1
+                } else {
+                    MAX_ENTRY_BYTES - MAX_KEY_BYTES
+                };
+                if node.insert(&key, &vec![7u8; value_len]).is_err() {
+                    break;
+                }
+                i += 1;
+            }
+            let mut left_page = new_page();
+            let mut separator = Vec::new();
+            node.split(&mut left_page, &mut separator);
+            let left = Node::from_page_mut(&mut left_page);
+            for half in [&mut *left, &mut *node] {
+                check_invariants(half.as_page()).unwrap();
+                assert!(half.free_space_bytes() >= SLOT_BYTES + MAX_ENTRY_BYTES);
+                let mut key = half.upper_fence().to_vec();
+                if key.is_empty() {
+                    key = vec![0xFF; MAX_KEY_BYTES];
+                }
+                half.insert(&key, &vec![1u8; MAX_ENTRY_BYTES - key.len()])
+                    .unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn separator_is_truncated() {
+        let mut page = new_page();
+        let node = init_leaf(&mut page, &[], &[]);
+        for key in [&b"apple"[..], b"apricot", b"banana", b"blueberry"] {
+            node.insert(key, &[0u8; 900]).unwrap();
+        }
+        let mut left_page = new_page();
+        let mut separator = Vec::new();
+        node.split(&mut left_page, &mut separator);
+        assert_eq!(separator, b"b");
+        assert_eq!(Node::from_page(&left_page).count(), 2);
+        assert_eq!(node.lower_fence(), b"b");
+        // A key that is a prefix of its successor cannot be truncated.
+        let mut page = new_page();
+        let node = init_leaf(&mut page, &[], &[]);
+        for key in [&b"a"[..], b"ab", b"abc", b"abcd"] {
+            node.insert(key, &[0u8; 900]).unwrap();
+        }
+        node.split(&mut left_page, &mut separator);
+        assert_eq!(separator, b"ab");
+        check_invariants(&left_page).unwrap();
+        check_invariants(node.as_page()).unwrap();
+    }
+
+    #[test]
+    fn empty_keys_work_inside_a_node() {
+        let mut page = new_page();
+        let node = init_leaf(&mut page, &[], &[]);
+        node.insert(b"", b"empty").unwrap();
+        node.insert(b"a", b"x").unwrap();
+        node.insert(b"\0", b"nul").unwrap();
+        assert_eq!(node.lower_bound(b""), (0, true));
+        assert_eq!(node.lower_bound(b"\0"), (1, true));
+        assert_eq!(node.value(0), b"empty");
+        check_invariants(node.as_page()).unwrap();
+        let mut left_page = new_page();
+        let mut separator = Vec::new();
+        node.split(&mut left_page, &mut separator);
+        assert!(!separator.is_empty());
+        check_invariants(&left_page).unwrap();
+        check_invariants(node.as_page()).unwrap();
+    }
+
+    #[test]
+    fn common_header_is_untouched() {
+        let mut page = new_page();
+        page[..COMMON_HEADER_END].copy_from_slice(&[0xAB; COMMON_HEADER_END]);
+        let node = init_leaf(&mut page, b"a", b"z");
+        for i in 0..200u8 {
+            let _ = node.insert(&[b'b', i], &[i; 30]);
+        }
+        node.compactify();
+        let mut left_page = new_page();
+        left_page[..COMMON_HEADER_END].copy_from_slice(&[0xCD; COMMON_HEADER_END]);
+        let mut separator = Vec::new();
+        node.split(&mut left_page, &mut separator);
+        let mut expected = [0xABu8; COMMON_HEADER_END];
+        expected[PAGE_KIND_OFFSET..PAGE_KIND_OFFSET + 2]
+            .copy_from_slice(&PAGE_KIND_LEAF.to_le_bytes());
+        assert_eq!(&page[..COMMON_HEADER_END], &expected);
+        expected = [0xCDu8; COMMON_HEADER_END];
+        expected[PAGE_KIND_OFFSET..PAGE_KIND_OFFSET + 2]
+            .copy_from_slice(&PAGE_KIND_LEAF.to_le_bytes());
+        assert_eq!(&left_page[..COMMON_HEADER_END], &expected);
+    }
+
+    #[test]
+    fn checker_rejects_corruption() {
+        let mut page = new_page();
+        let node = init_leaf(&mut page, b"a", b"z");
+        for key in [&b"b"[..], b"c", b"d"] {
+            node.insert(key, b"value").unwrap();
+        }
+        check_invariants(&page).unwrap();
+        let corrupt = |edit: &dyn Fn(&mut [u8; PAGE_SIZE])| {
+            let mut copy = page.clone();
+            edit(&mut copy);
+            check_invariants(&copy)
+        };
+        // Swapped slots: keys unsorted.
+        let slot0 = NODE_HEADER_END..NODE_HEADER_END + SLOT_BYTES;
+        let err = corrupt(&|p| {
+            let first: Vec<u8> = p[slot0.clone()].to_vec();
+            p.copy_within(
+                NODE_HEADER_END + SLOT_BYTES..NODE_HEADER_END + 2 * SLOT_BYTES,
+                NODE_HEADER_END,
+            );
+            p[NODE_HEADER_END + SLOT_BYTES..NODE_HEADER_END + 2 * SLOT_BYTES]
+                .copy_from_slice(&first);
+        });
+        assert!(err.unwrap_err().contains("previous"));
+        // Free-space accounting off by one.
+        let err = corrupt(&|p| p[HDR_HEAP_USED] += 1);
+        assert!(err.unwrap_err().contains("heap used"));
+        // Key bytes changed: head mismatch.
+        let err = corrupt(&|p| {
+            let offset = usize::from(u16::from_le_bytes([
+                p[NODE_HEADER_END],
+                p[NODE_HEADER_END + 1],
+            ]));
+            p[offset] = b'q';
+        });
+        assert!(err.unwrap_err().contains("head"));
+        // Wrong page kind, bad prefix length, count too large.
+        assert!(corrupt(&|p| p[PAGE_KIND_OFFSET] = 9).is_err());
+        assert!(corrupt(&|p| p[HDR_PREFIX_LEN] = 1).is_err());
+        assert!(corrupt(&|p| p[HDR_COUNT + 1] = 0xFF).is_err());
+        // Key outside the fences (rewrite last key and its head consistently).
+        let err = corrupt(&|p| {
+            let at = NODE_HEADER_END + 2 * SLOT_BYTES;
+            let offset = usize::from(u16::from_le_bytes([p[at], p[at + 1]]));
+            p[offset] = b'z' + 1;
+            p[at + SLOT_HEAD..at + SLOT_HEAD + 4]
+                .copy_from_slice(&head_of(&[b'z' + 1]).to_le_bytes());
+        });
+        assert!(err.unwrap_err().contains("upper fence"));
+    }
+
+    #[test]
+    fn update_in_place_and_resize() {
+        let mut page = new_page();
+        let node = init_leaf(&mut page, &[], &[]);
+        node.insert(b"key", b"one").unwrap();
+        node.insert(b"key", b"two").unwrap();
+        assert_eq!(node.value(0), b"two");
+        node.insert(b"key", &[5u8; 2000]).unwrap();
+        assert_eq!(node.value(0), &[5u8; 2000][..]);
+        assert_eq!(node.count(), 1);
+        node.insert(b"other", &[6u8; 1500]).unwrap();
+        // Growing the first value beyond the page fails and keeps the node.
+        assert_eq!(node.insert(b"key", &[7u8; 3000]), Err(NodeFull));
+        assert_eq!(node.value(0), &[5u8; 2000][..]);
+        check_invariants(node.as_page()).unwrap();
+    }
+}
