@@ -1,0 +1,1 @@
+int wt_shim_placeholder(void) { return 0; }

@@ -1,0 +1,219 @@
+//! RocksDB through the `rocksdb` crate, linked to Debian's librocksdb
+//! (librocksdb-dev 7.8.3; `ROCKSDB_LIB_DIR` in `.cargo/config.toml`).
+//!
+//! Settings, following RocksDB's tuning guide for point lookups: block cache
+//! (LRU) = the memory budget, with index and filter blocks charged to it;
+//! 4 KiB blocks; 10 bits/key whole-key bloom filters; hash index inside data
+//! blocks; direct I/O for reads and for flush/compaction; no compression;
+//! dynamic level sizes; WAL off. Tables share one keyspace: each key is
+//! prefixed by its 4-byte big-endian table id.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+use rocksdb::{
+    BlockBasedOptions, Cache, DBCompressionType, DataBlockIndexType, Options, ReadOptions,
+    WriteOptions, DB,
+};
+
+use super::prefixed_key;
+use crate::engine::{run_job_on_threads, Concurrency, Engine, EngineConfig, HandleSource};
+use crate::job::{Job, TaskStats};
+use crate::kv::{check_table, Kv, KvError, ScanFn};
+
+const ENGINE: &str = "rocksdb";
+/// Smallest memtable, whatever the budget.
+const WRITE_BUFFER_BYTES_MIN: u64 = 4 << 20;
+/// Largest memtable, whatever the budget.
+const WRITE_BUFFER_BYTES_MAX: u64 = 64 << 20;
+
+/// An open RocksDB database.
+pub struct RocksEngine {
+    db: Arc<DB>,
+    table_count: u32,
+    settings: String,
+}
+
+fn engine_error(error: rocksdb::Error) -> KvError {
+    KvError::Engine {
+        engine: ENGINE,
+        message: error.into_string(),
+    }
+}
+
+impl RocksEngine {
+    /// Opens or creates the database under `config.dir`.
+    pub fn open(config: &EngineConfig) -> Result<Self, String> {
+        let cache_bytes = config.memory_bytes.max(1 << 20);
+        let write_buffer_bytes =
+            (config.memory_bytes / 8).clamp(WRITE_BUFFER_BYTES_MIN, WRITE_BUFFER_BYTES_MAX);
+        let cache = Cache::new_lru_cache(cache_bytes as usize)
+            .map_err(|e| format!("rocksdb: block cache: {e}"))?;
+        let mut table = BlockBasedOptions::default();
+        table.set_block_cache(&cache);
+        table.set_block_size(4096);
+        table.set_bloom_filter(10.0, false);
+        table.set_whole_key_filtering(true);
+        table.set_cache_index_and_filter_blocks(true);
+        table.set_pin_l0_filter_and_index_blocks_in_cache(true);
+        table.set_data_block_index_type(DataBlockIndexType::BinaryAndHash);
+        table.set_format_version(5);
+        let mut options = Options::default();
+        options.create_if_missing(true);
+        options.set_block_based_table_factory(&table);
+        options.set_use_direct_reads(true);
+        options.set_use_direct_io_for_flush_and_compaction(true);
+        options.set_compression_type(DBCompressionType::None);
+        options.set_write_buffer_size(write_buffer_bytes as usize);
+        options.set_max_write_buffer_number(2);
+        options.set_max_background_jobs(2);
+        options.set_max_open_files(-1);
+        options.set_level_compaction_dynamic_level_bytes(true);
+        options.set_memtable_whole_key_filtering(true);
+        options.set_memtable_prefix_bloom_ratio(0.02);
+        let path = config.dir.join("rocksdb");
+        let db = DB::open(&options, &path).map_err(|e| {
+            format!(
+                "rocksdb: cannot open {}: {e} (needs librocksdb-dev)",
+                path.display()
+            )
+        })?;
+        let settings = format!(
+            "rocksdb 7.8 (Debian librocksdb): block_cache={cache_bytes}B LRU, 4KiB blocks, \
+             bloom 10 bits/key, index+filter in cache, data-block hash index, \
+             use_direct_reads, direct I/O flush/compaction, no compression, \
+             write_buffer={write_buffer_bytes}B x2, background_jobs=2, WAL off"
+        );
+        Ok(RocksEngine {
+            db: Arc::new(db),
+            table_count: config.table_count,
+            settings,
+        })
+    }
+}
+
+/// One thread's RocksDB handle.
+pub struct RocksHandle {
+    db: Arc<DB>,
+    table_count: u32,
+    write_options: WriteOptions,
+    key_buffer: RefCell<Vec<u8>>,
+}
+
+impl HandleSource for RocksEngine {
+    type Handle = RocksHandle;
+    fn open_handle(&self) -> Result<RocksHandle, String> {
+        let mut write_options = WriteOptions::default();
+        write_options.disable_wal(true);
+        Ok(RocksHandle {
+            db: Arc::clone(&self.db),
+            table_count: self.table_count,
+            write_options,
+            key_buffer: RefCell::new(Vec::with_capacity(64)),
+        })
+    }
+}
+
+impl RocksHandle {
+    fn scan_impl(
+        &self,
+        table: u32,
+        start: &[u8],
+        f: &mut ScanFn<'_>,
+        reverse: bool,
+    ) -> Result<(), KvError> {
+        check_table(table, self.table_count)?;
+        let prefix = table.to_be_bytes();
+        let mut read_options = ReadOptions::default();
+        read_options.fill_cache(true);
+        let mut iterator = self.db.raw_iterator_opt(read_options);
+        let mut key = self.key_buffer.borrow_mut();
+        prefixed_key(&mut key, table, start);
+        if reverse {
+            iterator.seek_for_prev(&key[..]);
+        } else {
+            iterator.seek(&key[..]);
+        }
+        while let (Some(full_key), Some(value)) = (iterator.key(), iterator.value()) {
+            if !full_key.starts_with(&prefix) || !f(&full_key[4..], value) {
+                break;
+            }
+            if reverse {
+                iterator.prev();
+            } else {
+                iterator.next();
+            }
+        }
+        iterator.status().map_err(engine_error)
+    }
+}
+
+impl Kv for RocksHandle {
+    async fn get(&self, table: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool, KvError> {
+        check_table(table, self.table_count)?;
+        let mut full_key = self.key_buffer.borrow_mut();
+        prefixed_key(&mut full_key, table, key);
+        out.clear();
+        match self.db.get_pinned(&full_key[..]).map_err(engine_error)? {
+            Some(value) => {
+                out.extend_from_slice(&value);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+    async fn put(&self, table: u32, key: &[u8], value: &[u8]) -> Result<(), KvError> {
+        check_table(table, self.table_count)?;
+        let mut full_key = self.key_buffer.borrow_mut();
+        prefixed_key(&mut full_key, table, key);
+        self.db
+            .put_opt(&full_key[..], value, &self.write_options)
+            .map_err(engine_error)
+    }
+    async fn delete(&self, table: u32, key: &[u8]) -> Result<bool, KvError> {
+        check_table(table, self.table_count)?;
+        let mut full_key = self.key_buffer.borrow_mut();
+        prefixed_key(&mut full_key, table, key);
+        // The LSM delete is blind; the answer costs one read (bloom-filtered).
+        let existed = self
+            .db
+            .get_pinned(&full_key[..])
+            .map_err(engine_error)?
+            .is_some();
+        if existed {
+            self.db
+                .delete_opt(&full_key[..], &self.write_options)
+                .map_err(engine_error)?;
+        }
+        Ok(existed)
+    }
+    async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
+        self.scan_impl(table, start, f, false)
+    }
+    async fn scan_rev(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
+        self.scan_impl(table, start, f, true)
+    }
+    async fn idle_until(&self, deadline: std::time::Instant) {
+        crate::engine::sleep_until(deadline);
+    }
+}
+
+impl Engine for RocksEngine {
+    fn name(&self) -> &str {
+        ENGINE
+    }
+    fn settings(&self) -> String {
+        self.settings.clone()
+    }
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::Threads
+    }
+    fn run_job(&self, job: &Job<'_>, threads: usize) -> Result<Vec<TaskStats>, String> {
+        run_job_on_threads(self, job, threads)
+    }
+    fn close(self: Box<Self>) -> Result<(), String> {
+        self.db
+            .flush()
+            .map_err(|e| format!("rocksdb: flush at close: {e}"))
+    }
+}

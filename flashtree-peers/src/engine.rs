@@ -1,0 +1,136 @@
+//! The driver-facing engine interface and the thread-per-request runner.
+//!
+//! Contract: the driver opens an engine with an [`EngineConfig`], then hands
+//! it [`Job`]s (load, run, check). The engine runs `job.run_task(&kv, i, n)`
+//! on `n` concurrent tasks or threads, each with its own [`Kv`] handle, and
+//! returns every task's [`TaskStats`]. The driver measures wall time and CPU
+//! time around [`Engine::run_job`], so engines only execute.
+
+use std::path::PathBuf;
+
+use crate::job::{Job, TaskStats};
+use crate::kv::{block_on, Kv};
+
+/// What the driver gives an engine to open or create its database.
+#[derive(Debug, Clone)]
+pub struct EngineConfig {
+    /// Everything the engine writes goes under this directory (created if missing).
+    pub dir: PathBuf,
+    /// Memory budget: the engine's cache or buffer pool is set to this.
+    pub memory_bytes: u64,
+    /// Tables `0..table_count` must exist after open.
+    pub table_count: u32,
+    /// Most threads the driver will run at once (sessions to reserve).
+    pub threads_max: usize,
+    /// CPU cores the run is pinned to (empty: no pinning).
+    pub cores: Vec<usize>,
+}
+
+/// How an engine turns concurrency into execution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Concurrency {
+    /// One OS thread per request stream; the driver sweeps the thread count.
+    Threads,
+    /// The engine's own executor: `workers` OS threads × `tasks_per_worker`
+    /// async tasks. The driver runs it once, with no sweep.
+    Tasks {
+        /// Worker OS threads.
+        workers: usize,
+        /// Async tasks per worker.
+        tasks_per_worker: usize,
+    },
+}
+
+/// Counters an engine may report (None: the engine cannot tell).
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct EngineCounters {
+    /// Buffer-pool/cache hits / (hits + misses) since open.
+    pub hit_ratio: Option<f64>,
+    /// Page reads issued since open (device-level counts are used otherwise).
+    pub reads_count: Option<u64>,
+    /// Page writes issued since open.
+    pub writes_count: Option<u64>,
+}
+
+/// An opened storage engine, as the driver sees it. Object safe.
+pub trait Engine: Send + Sync {
+    /// Short name: "rocksdb", "wiredtiger", "lmdb", "flashtree".
+    fn name(&self) -> &str;
+    /// Every setting that matters for the comparison, one line, for the report.
+    fn settings(&self) -> String;
+    /// How `run_job` executes tasks.
+    fn concurrency(&self) -> Concurrency;
+    /// Runs `job.run_task(&kv, task_index, task_count)` on concurrent tasks,
+    /// each with its own handle, and returns all their stats (any order).
+    /// `threads` is the requested count for [`Concurrency::Threads`] engines;
+    /// task-based engines use their own `workers × tasks_per_worker`.
+    fn run_job(&self, job: &Job<'_>, threads: usize) -> Result<Vec<TaskStats>, String>;
+    /// Optional counters (hit ratio, page I/O).
+    fn counters(&self) -> EngineCounters {
+        EngineCounters::default()
+    }
+    /// True if the engine reads through mmap or the page cache, so the
+    /// driver must bound it with a memory cgroup (LMDB).
+    fn needs_memory_cgroup(&self) -> bool {
+        false
+    }
+    /// Flushes and closes. Errors are reported, never panics.
+    fn close(self: Box<Self>) -> Result<(), String>;
+}
+
+/// Opens an engine from a config (what the driver calls per engine).
+pub type EngineFactory = dyn Fn(&EngineConfig) -> Result<Box<dyn Engine>, String>;
+
+/// Source of per-thread handles for thread-per-request engines.
+pub trait HandleSource: Sync {
+    /// The per-thread handle type.
+    type Handle: Kv;
+    /// Opens one handle; called on the thread that will use it.
+    fn open_handle(&self) -> Result<Self::Handle, String>;
+}
+
+/// Bound on thread count for thread-per-request runs.
+pub const THREADS_MAX: usize = 4096;
+
+/// Runs `job` on `threads` OS threads, one handle each (the default
+/// execution for peer engines). Threads inherit the caller's CPU affinity.
+pub fn run_job_on_threads<S: HandleSource>(
+    source: &S,
+    job: &Job<'_>,
+    threads: usize,
+) -> Result<Vec<TaskStats>, String> {
+    if threads == 0 || threads > THREADS_MAX {
+        return Err(format!("thread count {threads} outside 1..={THREADS_MAX}"));
+    }
+    std::thread::scope(|scope| {
+        let mut joins = Vec::with_capacity(threads);
+        for task_index in 0..threads {
+            let builder = std::thread::Builder::new()
+                .name(format!("kv-{task_index}"))
+                .stack_size(1 << 20);
+            let join = builder
+                .spawn_scoped(scope, move || -> Result<TaskStats, String> {
+                    let handle = source.open_handle()?;
+                    block_on(job.run_task(&handle, task_index, threads)).map_err(|e| e.to_string())
+                })
+                .map_err(|e| format!("cannot spawn thread {task_index}: {e}"))?;
+            joins.push(join);
+        }
+        let mut all = Vec::with_capacity(threads);
+        for join in joins {
+            let stats = join
+                .join()
+                .map_err(|_| "a benchmark thread panicked".to_string())??;
+            all.push(stats);
+        }
+        Ok(all)
+    })
+}
+
+/// Sleeps the thread until `deadline` (open-loop pacing for thread handles).
+pub fn sleep_until(deadline: std::time::Instant) {
+    let now = std::time::Instant::now();
+    if deadline > now {
+        std::thread::sleep(deadline - now);
+    }
+}

@@ -1,0 +1,241 @@
+//! A job is one phase of a workload (load, timed run, consistency check)
+//! that an engine executes on `n` concurrent tasks. [`Job::run_task`] is the
+//! whole body of one task: engines call it and return what it returns.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use hdrhistogram::Histogram;
+
+use crate::kv::{Kv, KvError};
+use crate::rng::Rng64;
+use crate::workload::{OpKind, Workload, OP_KIND_COUNT};
+
+/// Which phase a job runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Phase {
+    /// Insert the initial dataset; task `i` of `n` loads part `i`.
+    Load,
+    /// Timed run: closed loop, or open loop at a target rate.
+    Run,
+    /// Consistency checks after the run (task 0 only; others return at once).
+    Check,
+}
+
+/// Longest latency the histograms hold (larger values are clamped).
+pub const LATENCY_NS_MAX: u64 = 60_000_000_000;
+/// Longest run the per-second timeline holds.
+pub const RUN_SECONDS_MAX: u64 = 24 * 3600;
+/// Tasks add to the shared progress counter every this many operations.
+const PROGRESS_BATCH_OPS: u64 = 64;
+
+/// Shared state of a job: stop flag, clock, progress. One per job.
+#[derive(Debug)]
+pub struct RunControl {
+    stop: AtomicBool,
+    start: Instant,
+    duration: Duration,
+    rate_ops_per_sec: Option<f64>,
+    progress_ops: AtomicU64,
+    seed: u64,
+}
+
+impl RunControl {
+    /// A control whose clock starts now. `rate_ops_per_sec` = None: closed loop.
+    pub fn new(duration: Duration, rate_ops_per_sec: Option<f64>, seed: u64) -> Self {
+        RunControl {
+            stop: AtomicBool::new(false),
+            start: Instant::now(),
+            duration,
+            rate_ops_per_sec,
+            progress_ops: AtomicU64::new(0),
+            seed,
+        }
+    }
+    /// Asks all tasks to stop after their current operation.
+    pub fn request_stop(&self) {
+        self.stop.store(true, Ordering::Relaxed);
+    }
+    /// Operations (or loaded records) completed so far, in batches.
+    pub fn progress_ops(&self) -> u64 {
+        self.progress_ops.load(Ordering::Relaxed)
+    }
+    /// Adds to the progress counter (loaders call this).
+    pub fn add_progress(&self, ops: u64) {
+        self.progress_ops.fetch_add(ops, Ordering::Relaxed);
+    }
+    /// When the clock started.
+    pub fn start(&self) -> Instant {
+        self.start
+    }
+    fn stopped(&self, now: Instant) -> bool {
+        self.stop.load(Ordering::Relaxed) || now.duration_since(self.start) >= self.duration
+    }
+}
+
+/// What one task measured.
+#[derive(Debug, Clone)]
+pub struct TaskStats {
+    /// Operations (transactions for TPC-C; records for a load).
+    pub ops_count: u64,
+    /// Operations by kind, indexed by [`OpKind`] as usize.
+    pub ops_by_kind: [u64; OP_KIND_COUNT],
+    /// Latency per operation in ns (open loop: from the scheduled arrival).
+    pub latency_ns: Histogram<u64>,
+    /// Operations completed in each second of the run.
+    pub ops_per_second: Vec<u64>,
+}
+
+impl TaskStats {
+    /// Empty stats.
+    pub fn new() -> Self {
+        TaskStats {
+            ops_count: 0,
+            ops_by_kind: [0; OP_KIND_COUNT],
+            latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3)
+                .expect("static histogram bounds are valid"),
+            ops_per_second: Vec::new(),
+        }
+    }
+    /// Adds `other` into `self`.
+    pub fn merge(&mut self, other: &TaskStats) {
+        self.ops_count += other.ops_count;
+        for (mine, theirs) in self.ops_by_kind.iter_mut().zip(other.ops_by_kind.iter()) {
+            *mine += theirs;
+        }
+        // Both histograms have the same bounds, so `add` cannot fail.
+        let _ = self.latency_ns.add(&other.latency_ns);
+        if self.ops_per_second.len() < other.ops_per_second.len() {
+            self.ops_per_second.resize(other.ops_per_second.len(), 0);
+        }
+        for (second, ops) in other.ops_per_second.iter().enumerate() {
+            self.ops_per_second[second] += ops;
+        }
+    }
+    /// Merges a list of task stats into one.
+    pub fn merge_all(all: &[TaskStats]) -> TaskStats {
+        let mut total = TaskStats::new();
+        for stats in all {
+            total.merge(stats);
+        }
+        total
+    }
+    fn record(&mut self, kind: OpKind, latency_ns: u64, second: u64) {
+        self.ops_count += 1;
+        self.ops_by_kind[kind as usize] += 1;
+        let _ = self.latency_ns.record(latency_ns.clamp(1, LATENCY_NS_MAX));
+        let second = second.min(RUN_SECONDS_MAX) as usize;
+        if self.ops_per_second.len() <= second {
+            self.ops_per_second.resize(second + 1, 0);
+        }
+        self.ops_per_second[second] += 1;
+    }
+}
+
+impl Default for TaskStats {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// One phase of a workload, as handed to [`crate::Engine::run_job`].
+#[derive(Debug)]
+pub struct Job<'a> {
+    /// The workload (shared by all tasks).
+    pub workload: &'a Workload,
+    /// Which phase.
+    pub phase: Phase,
+    /// Stop flag, clock and progress.
+    pub control: &'a RunControl,
+}
+
+impl Job<'_> {
+    /// The whole body of task `task_index` of `task_count`. Engines run this
+    /// on each of their tasks with that task's own handle. On error the
+    /// other tasks are asked to stop.
+    pub async fn run_task<K: Kv>(
+        &self,
+        kv: &K,
+        task_index: usize,
+        task_count: usize,
+    ) -> Result<TaskStats, KvError> {
+        let result = match self.phase {
+            Phase::Load => self.load_task(kv, task_index, task_count).await,
+            Phase::Run => self.run_loop(kv, task_index, task_count).await,
+            Phase::Check if task_index == 0 => {
+                self.workload.check(kv).await.map(|()| TaskStats::new())
+            }
+            Phase::Check => Ok(TaskStats::new()),
+        };
+        if result.is_err() {
+            self.control.request_stop();
+        }
+        result
+    }
+
+    async fn load_task<K: Kv>(
+        &self,
+        kv: &K,
+        task_index: usize,
+        task_count: usize,
+    ) -> Result<TaskStats, KvError> {
+        let records = self
+            .workload
+            .load_part(kv, task_index, task_count, self.control)
+            .await?;
+        let mut stats = TaskStats::new();
+        stats.ops_count = records;
+        stats.ops_by_kind[OpKind::Insert as usize] = records;
+        Ok(stats)
+    }
+
+    async fn run_loop<K: Kv>(
+        &self,
+        kv: &K,
+        task_index: usize,
+        task_count: usize,
+    ) -> Result<TaskStats, KvError> {
+        let control = self.control;
+        let seed = control.seed ^ (task_index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
+        let mut rng = Rng64::new(seed);
+        let mut state = self.workload.task_state(task_index, task_count, seed);
+        let mut stats = TaskStats::new();
+        let rate_per_task = control
+            .rate_ops_per_sec
+            .map(|rate| rate / task_count.max(1) as f64);
+        let mut next_arrival = control.start;
+        let mut unreported_ops = 0u64;
+        loop {
+            let now = Instant::now();
+            if control.stopped(now) {
+                break;
+            }
+            let began = match rate_per_task {
+                Some(rate) => {
+                    next_arrival += Duration::from_secs_f64(rng.exponential(rate));
+                    if next_arrival > control.start + control.duration {
+                        break;
+                    }
+                    kv.idle_until(next_arrival).await;
+                    next_arrival
+                }
+                None => now,
+            };
+            let kind = self.workload.op(kv, &mut state).await?;
+            let done = Instant::now();
+            let latency_ns = done.saturating_duration_since(began).as_nanos() as u64;
+            stats.record(
+                kind,
+                latency_ns,
+                done.duration_since(control.start).as_secs(),
+            );
+            unreported_ops += 1;
+            if unreported_ops == PROGRESS_BATCH_OPS {
+                control.add_progress(unreported_ops);
+                unreported_ops = 0;
+            }
+        }
+        control.add_progress(unreported_ops);
+        Ok(stats)
+    }
+}

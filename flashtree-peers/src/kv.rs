@@ -1,0 +1,145 @@
+//! The key-value interface every workload is written against, once.
+//!
+//! Contract: a [`Kv`] is a per-thread (peer engines) or per-task (flashtree)
+//! handle. Methods take `&self`; a handle is never shared between threads.
+//! Keys compare as unsigned bytes (memcmp, shorter prefix first) in every
+//! engine. Tables are small integers `0..table_count` created at open.
+//!
+//! Peer engines complete every call synchronously inside the `async fn`; they
+//! are driven by [`block_on`], which treats `Pending` as "yield the thread".
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, RawWaker, RawWakerVTable, Waker};
+use std::time::Instant;
+
+/// What went wrong in an engine call.
+#[derive(Debug, thiserror::Error)]
+pub enum KvError {
+    /// The engine reported an error; the text is the engine's message.
+    #[error("{engine}: {message}")]
+    Engine {
+        /// Engine name, e.g. "rocksdb".
+        engine: &'static str,
+        /// The engine's own message.
+        message: String,
+    },
+    /// The table id is not one created at open.
+    #[error("table {table} does not exist (engine opened with {table_count} tables)")]
+    NoSuchTable {
+        /// Requested table.
+        table: u32,
+        /// Tables created at open.
+        table_count: u32,
+    },
+    /// A key or value larger than the engine or workload allows.
+    #[error("{what} of {len_bytes} bytes exceeds the limit of {limit_bytes} bytes")]
+    TooLarge {
+        /// "key" or "value".
+        what: &'static str,
+        /// Offending length.
+        len_bytes: usize,
+        /// Limit.
+        limit_bytes: usize,
+    },
+    /// The workload found data that contradicts what it wrote.
+    #[error("workload data error: {0}")]
+    Corrupt(String),
+}
+
+/// Callback for scans: receives key and value, returns `false` to stop.
+pub type ScanFn<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
+
+/// One engine handle. Implemented by every peer adapter and by flashtree.
+#[allow(async_fn_in_trait)]
+pub trait Kv {
+    /// Reads `key` into `out` (cleared first). Returns whether it exists.
+    async fn get(&self, table: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool, KvError>;
+    /// Inserts or overwrites `key`.
+    async fn put(&self, table: u32, key: &[u8], value: &[u8]) -> Result<(), KvError>;
+    /// Removes `key`. Returns whether it existed.
+    async fn delete(&self, table: u32, key: &[u8]) -> Result<bool, KvError>;
+    /// Forward scan from `start` (inclusive) in key order; `f` returns false to stop.
+    async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError>;
+    /// Backward scan from `start` (inclusive): the greatest key <= `start` first.
+    async fn scan_rev(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError>;
+    /// Waits until `deadline` (open-loop pacing). The default yields in a
+    /// loop, which suits cooperative executors; thread-based handles sleep.
+    async fn idle_until(&self, deadline: Instant) {
+        while Instant::now() < deadline {
+            yield_now().await;
+        }
+    }
+}
+
+/// A future that returns `Pending` once (waking itself), then `Ready`.
+/// Used by workloads for try-lock loops and pacing.
+pub fn yield_now() -> YieldNow {
+    YieldNow { yielded: false }
+}
+
+/// See [`yield_now`].
+#[derive(Debug)]
+pub struct YieldNow {
+    yielded: bool,
+}
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+fn noop_raw_waker() -> RawWaker {
+    fn clone(_: *const ()) -> RawWaker {
+        noop_raw_waker()
+    }
+    fn noop(_: *const ()) {}
+    static VTABLE: RawWakerVTable = RawWakerVTable::new(clone, noop, noop, noop);
+    RawWaker::new(std::ptr::null(), &VTABLE)
+}
+
+/// Runs a future to completion on the current thread. `Pending` means
+/// "yield": the thread yields to the OS scheduler and polls again.
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    // SAFETY: the vtable functions do nothing and never dereference the data pointer.
+    let waker = unsafe { Waker::from_raw(noop_raw_waker()) };
+    let mut cx = Context::from_waker(&waker);
+    let mut future = std::pin::pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(output) => return output,
+            Poll::Pending => std::thread::yield_now(),
+        }
+    }
+}
+
+/// Checks `table < table_count`.
+pub fn check_table(table: u32, table_count: u32) -> Result<(), KvError> {
+    if table < table_count {
+        Ok(())
+    } else {
+        Err(KvError::NoSuchTable { table, table_count })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn block_on_survives_pending() {
+        let value = block_on(async {
+            yield_now().await;
+            yield_now().await;
+            7
+        });
+        assert_eq!(value, 7);
+    }
+}
