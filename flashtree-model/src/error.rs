@@ -15,12 +15,14 @@ pub enum ModelError {
         source: std::io::Error,
     },
     /// A file is not valid JSON or does not match the schema.
-    #[error("{path}: not a valid {what} file: {source}")]
+    #[error("{path}: not a valid {what} file: at {field}: {source}")]
     Json {
         /// The file concerned.
         path: PathBuf,
         /// `"grid"` or `"model"`.
         what: &'static str,
+        /// Where in the document, e.g. `read.per_k[0].k` (`.` for the root).
+        field: String,
         /// The parser's error, with line and column.
         source: serde_json::Error,
     },

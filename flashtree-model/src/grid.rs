@@ -142,11 +142,7 @@ impl Grid {
             path: path.to_owned(),
             source,
         })?;
-        let grid: Grid = serde_json::from_str(&text).map_err(|source| ModelError::Json {
-            path: path.to_owned(),
-            what: "grid",
-            source,
-        })?;
+        let grid: Grid = crate::model::parse_json(&text, path, "grid")?;
         grid.validate()?;
         Ok(grid)
     }

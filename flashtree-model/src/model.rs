@@ -112,20 +112,16 @@ impl DeviceModel {
             path: path.to_owned(),
             source,
         })?;
-        let model = Self::from_json(&text).map_err(|error| match error {
-            ModelError::Json { what, source, .. } => ModelError::Json {
-                path: path.to_owned(),
-                what,
-                source,
-            },
-            other => other,
-        })?;
-        Ok(model)
+        Self::parse(&text, path)
     }
 
     /// Parses and validates a model from JSON text.
     pub fn from_json(text: &str) -> Result<DeviceModel> {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(json_error)?;
+        Self::parse(text, Path::new("<model>"))
+    }
+
+    fn parse(text: &str, path: &Path) -> Result<DeviceModel> {
+        let value: serde_json::Value = parse_json(text, path, "model")?;
         // Check the version before the fields, so an old file gets the
         // version message rather than a missing-field one.
         match value.get("version").and_then(serde_json::Value::as_u64) {
@@ -138,7 +134,8 @@ impl DeviceModel {
                 ))
             }
         }
-        let model: DeviceModel = serde_json::from_value(value).map_err(json_error)?;
+        let model: DeviceModel = serde_path_to_error::deserialize(value)
+            .map_err(|error| json_error(error, path, "model"))?;
         model.validate()?;
         Ok(model)
     }
@@ -246,12 +243,35 @@ fn validate_op(costs: &OpModel, op: Op, k_max: u32) -> Result<()> {
     Ok(())
 }
 
-fn json_error(source: serde_json::Error) -> ModelError {
+fn json_error(
+    error: serde_path_to_error::Error<serde_json::Error>,
+    path: &Path,
+    what: &'static str,
+) -> ModelError {
     ModelError::Json {
-        path: "<model>".into(),
-        what: "model",
-        source,
+        path: path.to_owned(),
+        what,
+        field: error.path().to_string(),
+        source: error.into_inner(),
     }
+}
+
+/// Parses JSON text into `T`; errors name the file and the field.
+pub(crate) fn parse_json<T: serde::de::DeserializeOwned>(
+    text: &str,
+    path: &Path,
+    what: &'static str,
+) -> Result<T> {
+    let mut deserializer = serde_json::Deserializer::from_str(text);
+    let value = serde_path_to_error::deserialize(&mut deserializer)
+        .map_err(|error| json_error(error, path, what))?;
+    deserializer.end().map_err(|source| ModelError::Json {
+        path: path.to_owned(),
+        what,
+        field: ".".into(),
+        source,
+    })?;
+    Ok(value)
 }
 
 fn version_error(found: u32) -> ModelError {
@@ -332,6 +352,7 @@ pub(crate) fn write_json<T: Serialize>(path: &Path, value: &T) -> Result<()> {
     let text = serde_json::to_string_pretty(value).map_err(|source| ModelError::Json {
         path: path.to_owned(),
         what: "output",
+        field: ".".into(),
         source,
     })?;
     std::fs::write(path, text + "\n").map_err(|source| ModelError::Io {
