@@ -25,3 +25,19 @@ fn rocksdb_matches_model() {
     let engine = RocksEngine::open(&config(dir.path())).expect("open rocksdb");
     run_model(&engine);
 }
+
+#[test]
+fn wiredtiger_matches_model() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let engine = flashtree_peers::adapters::wiredtiger::WtEngine::open(&config(dir.path()))
+        .expect("open wiredtiger");
+    run_model(&engine);
+}
+
+#[test]
+fn lmdb_matches_model() {
+    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+    let engine =
+        flashtree_peers::adapters::lmdb::LmdbEngine::open(&config(dir.path())).expect("open lmdb");
+    run_model(&flashtree_peers::adapters::lmdb::LmdbSource(&engine));
+}

@@ -17,8 +17,8 @@ pub fn open_peer(name: &str, config: &EngineConfig) -> Result<Box<dyn Engine>, S
         .map_err(|e| format!("cannot create {}: {e}", config.dir.display()))?;
     match name {
         "rocksdb" => Ok(Box::new(rocks::RocksEngine::open(config)?)),
-        "wiredtiger" => wiredtiger::WtEngine::open(config),
-        "lmdb" => lmdb::LmdbEngine::open(config),
+        "wiredtiger" => Ok(Box::new(wiredtiger::WtEngine::open(config)?)),
+        "lmdb" => Ok(Box::new(lmdb::LmdbEngine::open(config)?)),
         other => Err(format!(
             "unknown engine {other:?}: built-in peers are {PEER_NAMES:?}"
         )),
