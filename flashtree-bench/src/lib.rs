@@ -2,5 +2,8 @@
 //! and `compare` (flashtree against peer engines on the same workload).
 
 pub mod compare;
+mod fio;
 pub mod iobench;
 pub mod lookup;
+pub mod plot;
+pub mod util;

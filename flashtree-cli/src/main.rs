@@ -1,11 +1,16 @@
 //! The `flashtree` command: benchmarks and tools on top of the library.
 //! Bad arguments exit with code 2 (clap's convention); failures at run time
-//! print the error and exit with code 1.
+//! print the error and exit with code 1, except errors about the arguments'
+//! values (prefixed `invalid argument:`), which exit with 2.
 
 use clap::{Parser, Subcommand};
 
 #[derive(Parser)]
-#[command(name = "flashtree", version, about = "flashtree storage engine: benchmarks and tools")]
+#[command(
+    name = "flashtree",
+    version,
+    about = "flashtree storage engine: benchmarks and tools"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -41,6 +46,8 @@ fn main() {
     };
     if let Err(message) = result {
         eprintln!("flashtree: error: {message}");
-        std::process::exit(1);
+        // Bad input is the user's to fix: exit 2 like clap's own errors.
+        let usage = message.starts_with(flashtree_bench::util::USAGE_ERROR_PREFIX);
+        std::process::exit(if usage { 2 } else { 1 });
     }
 }

@@ -1,0 +1,109 @@
+//! Small helpers shared by the benchmark commands: size parsing, CPU time,
+//! usage errors, progress bars.
+
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+
+/// Prefix of error messages that are the user's fault; `main` exits with 2.
+pub const USAGE_ERROR_PREFIX: &str = "invalid argument: ";
+
+/// An error message for bad input (exit code 2).
+pub fn usage_error(message: impl std::fmt::Display) -> String {
+    format!("{USAGE_ERROR_PREFIX}{message}")
+}
+
+/// Parses "4096", "4KiB", "4k", "128MiB", "8GiB", "1.5GiB" into bytes.
+pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
+    let t = text.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (number, unit) = t.split_at(split);
+    let value: f64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a size (e.g. 4096, 64KiB, 128MiB, 8GiB)"))?;
+    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "k" | "kb" | "kib" => 1 << 10,
+        "m" | "mb" | "mib" => 1 << 20,
+        "g" | "gb" | "gib" => 1 << 30,
+        "t" | "tb" | "tib" => 1 << 40,
+        other => {
+            return Err(format!(
+                "unknown size unit '{other}' in '{text}' (use KiB, MiB, GiB or TiB)"
+            ))
+        }
+    };
+    let bytes = value * multiplier as f64;
+    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
+        return Err(format!("size '{text}' out of range"));
+    }
+    Ok(bytes as u64)
+}
+
+/// Parses a comma-separated list with `parse_one`.
+pub fn parse_list<T>(
+    text: &str,
+    parse_one: impl Fn(&str) -> Result<T, String>,
+) -> Result<Vec<T>, String> {
+    let items: Result<Vec<T>, String> = text
+        .split(',')
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| parse_one(s.trim()))
+        .collect();
+    let items = items?;
+    if items.is_empty() {
+        return Err(format!("empty list '{text}'"));
+    }
+    Ok(items)
+}
+
+/// User plus system CPU seconds of this process (all threads), from getrusage.
+pub fn process_cpu_seconds() -> f64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF is always valid.
+    let usage = unsafe {
+        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
+    seconds(usage.ru_utime) + seconds(usage.ru_stime)
+}
+
+/// A progress bar on a terminal (stderr), hidden otherwise.
+pub fn progress_bar(length: u64, message: &str) -> ProgressBar {
+    if !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(length);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg:>12} [{bar:40}] {percent:>3}% {elapsed}/{eta} {per_sec}",
+        )
+        .expect("valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_message(message.to_string());
+    bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes_parse_with_binary_suffixes() {
+        assert_eq!(parse_size_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_size_bytes("64KiB").unwrap(), 65536);
+        assert_eq!(parse_size_bytes("128MiB").unwrap(), 128 << 20);
+        assert_eq!(parse_size_bytes("8GiB").unwrap(), 8 << 30);
+        assert_eq!(parse_size_bytes("1.5g").unwrap(), 3 << 29);
+        assert!(parse_size_bytes("12XB").is_err());
+        assert!(parse_size_bytes("abc").is_err());
+        assert_eq!(
+            parse_list("1,4,16", |s| s.parse::<u32>().map_err(|e| e.to_string())).unwrap(),
+            vec![1, 4, 16]
+        );
+        assert!(parse_list("", |s| s.parse::<u32>().map_err(|e| e.to_string())).is_err());
+    }
+}
