@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs what a fresh Debian machine lacks to build, test and benchmark
+# flashtree. Idempotent: installs only missing packages.
+set -euo pipefail
+
+packages=(build-essential pkg-config clang libclang-dev
+          librocksdb-dev libwiredtiger-dev liblmdb-dev
+          libfontconfig1-dev fonts-dejavu-core fio)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  echo "setup: installing ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
+fi
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "setup: no cargo found; installing Debian's cargo (needs Rust >= 1.85)"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo >/dev/null
+fi
