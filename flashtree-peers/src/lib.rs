@@ -2,10 +2,16 @@
 //! (Crate docs: see the module list; the plug-in guide is in [`engine`].)
 
 pub mod adapters;
+pub mod cgroup;
+pub mod compare;
+pub mod driver;
 pub mod engine;
 pub mod job;
 pub mod kv;
+pub mod plots;
+pub mod report;
 pub mod rng;
+pub mod sys;
 pub mod testing;
 pub mod workload;
 

@@ -1,0 +1,510 @@
+//! `flashtree bench compare`: one workload on several engines with the same
+//! memory budget, cores and durability; writes `results/<timestamp>/` with a
+//! JSON file per run, `report.md` and PNG plots, and with `--json` prints one
+//! summary line per engine.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Serialize;
+
+use crate::adapters::open_peer;
+use crate::cgroup::MemoryCgroup;
+use crate::driver::{best_index, run_phase, sweep_threads, PhaseResult, PhaseSpec};
+use crate::engine::{Concurrency, Engine, EngineConfig, EngineFactory};
+use crate::job::Phase;
+use crate::sys::{parse_bytes, parse_cores, pin_process_to};
+use crate::workload::lookup::Lookup;
+use crate::workload::tpcc::{Tpcc, TpccScale};
+use crate::workload::ycsb::{Ycsb, YcsbKind};
+use crate::workload::{OpKind, Workload};
+
+/// Command-line arguments of `bench compare`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct CompareArgs {
+    /// lookup, ycsb-a .. ycsb-f, or tpcc.
+    #[arg(long, default_value = "lookup")]
+    pub workload: String,
+    /// Comma-separated engines: flashtree, rocksdb, wiredtiger, lmdb.
+    #[arg(long, default_value = "flashtree,rocksdb,wiredtiger,lmdb")]
+    pub engines: String,
+    /// Memory budget per engine (cache / buffer pool), e.g. 128MiB.
+    #[arg(long, default_value = "128MiB")]
+    pub memory: String,
+    /// Loaded dataset ≈ data-factor × memory (1: in memory, 10: 10× out of memory).
+    #[arg(long, default_value_t = 10.0)]
+    pub data_factor: f64,
+    /// CPU cores for every engine, e.g. 0 or 0-3 (empty: no pinning).
+    #[arg(long, default_value = "")]
+    pub cores: String,
+    /// Seconds per timed run (each thread count of the sweep runs this long).
+    #[arg(long, default_value_t = 10.0)]
+    pub seconds: f64,
+    /// Thread counts to sweep for thread-per-request engines; the best is reported.
+    #[arg(long, default_value = "1,8,64,256")]
+    pub threads: String,
+    /// Open loop at this many operations per second (exponential inter-arrivals).
+    #[arg(long)]
+    pub rate: Option<f64>,
+    /// TPC-C warehouses (default: from memory × data-factor).
+    #[arg(long)]
+    pub warehouses: Option<u32>,
+    /// Reduced TPC-C scale (1000 items, 30 customers and orders per district) for quick checks.
+    #[arg(long)]
+    pub tpcc_small: bool,
+    /// Lookup keys zipfian with this theta (default uniform).
+    #[arg(long)]
+    pub zipf: Option<f64>,
+    /// Records to load (overrides data-factor; lookup and YCSB).
+    #[arg(long)]
+    pub records: Option<u64>,
+    /// Data directory; each engine writes under DIR/<engine>, removed afterwards.
+    #[arg(long, default_value = "flashtree-data")]
+    pub dir: PathBuf,
+    /// Where results/<timestamp>/ goes.
+    #[arg(long, default_value = "results")]
+    pub results: PathBuf,
+    /// Keep each engine's data directory after its run.
+    #[arg(long)]
+    pub keep_data: bool,
+    /// Print one JSON summary per engine per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Seed of all random numbers.
+    #[arg(long, default_value_t = 42)]
+    pub seed: u64,
+}
+
+/// Callbacks the engine crate supplies (this crate does not depend on it).
+#[derive(Default)]
+pub struct Hooks {
+    /// Opens flashtree.
+    pub flashtree: Option<Box<EngineFactory>>,
+    /// Measures the device's random-read IOPS limit for a data directory (iobench).
+    #[allow(clippy::type_complexity)]
+    pub device_limit: Option<Box<dyn Fn(&Path) -> Result<f64, String>>>,
+}
+
+/// The summary line of one engine (`--json`); null where unknown.
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub engine: String,
+    pub workload: String,
+    pub records: u64,
+    pub pool_bytes: u64,
+    pub dataset_bytes: u64,
+    pub workers: Option<usize>,
+    pub tasks: Option<usize>,
+    pub threads: Option<usize>,
+    pub settings: String,
+    pub ops_per_sec: f64,
+    pub read_iops: Option<f64>,
+    pub write_iops: Option<f64>,
+    pub hit_ratio: Option<f64>,
+    pub cpu_s: f64,
+    pub cpu_us_per_op: Option<f64>,
+    pub lat_us_p50: Option<f64>,
+    pub lat_us_p99: Option<f64>,
+    pub load_records_per_sec: f64,
+}
+
+/// Everything measured for one engine (the per-run JSON file).
+#[derive(Debug, Clone, Serialize)]
+pub struct EngineRun {
+    #[serde(flatten)]
+    pub summary: Summary,
+    pub lat_us_p999: Option<f64>,
+    pub rate_ops_per_sec: Option<f64>,
+    pub seconds: f64,
+    pub cores: Vec<usize>,
+    pub memory_limit: String,
+    pub durability: String,
+    pub ops_by_kind: Vec<(String, u64)>,
+    pub sweep: Vec<(usize, f64)>,
+    pub ops_per_second: Vec<u64>,
+    /// (latency µs, fraction of operations at or below).
+    pub latency_cdf: Vec<(f64, f64)>,
+    pub consistency: String,
+}
+
+/// Durability, the same for every engine.
+pub const DURABILITY: &str = "WAL/logging off for every engine; no sync at commit";
+
+/// Runs the comparison described by `args`.
+pub fn run_compare(args: &CompareArgs, hooks: &Hooks) -> Result<(), String> {
+    let memory_bytes = parse_bytes(&args.memory)?;
+    let cores = parse_cores(&args.cores)?;
+    let thread_counts = parse_thread_counts(&args.threads)?;
+    let engines = parse_engines(&args.engines, hooks)?;
+    if !(args.seconds > 0.0 && args.seconds < 86_400.0) {
+        return Err(format!(
+            "--seconds {} out of range (0, 86400)",
+            args.seconds
+        ));
+    }
+    pin_process_to(&cores)?;
+    let out_dir = results_dir(&args.results)?;
+    let mut runs = Vec::new();
+    for name in &engines {
+        let workload = build_workload(args, memory_bytes)?;
+        let run = run_engine(
+            name,
+            &workload,
+            args,
+            hooks,
+            memory_bytes,
+            &cores,
+            &thread_counts,
+        )?;
+        write_json(&out_dir.join(format!("{name}.json")), &run)?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string(&run.summary).map_err(|e| e.to_string())?
+            );
+        }
+        runs.push(run);
+    }
+    let device_iops = match &hooks.device_limit {
+        Some(measure) => Some(measure(&args.dir)?),
+        None => None,
+    };
+    crate::report::write_report(&out_dir, args, &runs, device_iops)?;
+    crate::plots::write_plots(&out_dir, &runs)?;
+    eprintln!("results in {}", out_dir.display());
+    Ok(())
+}
+
+fn parse_thread_counts(text: &str) -> Result<Vec<usize>, String> {
+    let counts: Result<Vec<usize>, _> =
+        text.split(',').map(|t| t.trim().parse::<usize>()).collect();
+    let counts = counts.map_err(|_| format!("bad --threads {text:?}: use e.g. 1,8,64"))?;
+    if counts.is_empty()
+        || counts
+            .iter()
+            .any(|&c| c == 0 || c > crate::engine::THREADS_MAX)
+    {
+        return Err(format!(
+            "--threads values must be in 1..={}",
+            crate::engine::THREADS_MAX
+        ));
+    }
+    Ok(counts)
+}
+
+fn parse_engines(text: &str, hooks: &Hooks) -> Result<Vec<String>, String> {
+    let mut engines = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
+        let known = crate::adapters::PEER_NAMES.contains(&name) || name == "flashtree";
+        if !known {
+            return Err(format!(
+                "unknown engine {name:?}: use flashtree, rocksdb, wiredtiger, lmdb"
+            ));
+        }
+        if name == "flashtree" && hooks.flashtree.is_none() {
+            return Err("flashtree requested but this build has no flashtree adapter".into());
+        }
+        engines.push(name.to_string());
+    }
+    if engines.is_empty() {
+        return Err("--engines is empty".into());
+    }
+    Ok(engines)
+}
+
+/// Builds the workload, sizing records (or warehouses) to data-factor × memory.
+pub fn build_workload(args: &CompareArgs, memory_bytes: u64) -> Result<Workload, String> {
+    if !(args.data_factor > 0.0 && args.data_factor <= 1000.0) {
+        return Err(format!(
+            "--data-factor {} out of range (0, 1000]",
+            args.data_factor
+        ));
+    }
+    let dataset_bytes = memory_bytes as f64 * args.data_factor;
+    let records = |record_bytes: usize| {
+        args.records
+            .unwrap_or((dataset_bytes / record_bytes as f64) as u64)
+            .max(2)
+    };
+    let name = args.workload.to_ascii_lowercase();
+    if name == "lookup" {
+        return Ok(Workload::Lookup(Lookup::new(records(128), args.zipf)?));
+    }
+    if let Some(letter) = name.strip_prefix("ycsb-") {
+        let kind = YcsbKind::parse(letter)?;
+        return Ok(Workload::Ycsb(Ycsb::new(kind, records(1008))?));
+    }
+    if name == "tpcc" {
+        let scale = if args.tpcc_small {
+            TpccScale::small()
+        } else {
+            TpccScale::full()
+        };
+        let per_warehouse = Tpcc::dataset_bytes_per_warehouse(&scale) as f64;
+        let warehouses = args
+            .warehouses
+            .unwrap_or((dataset_bytes / per_warehouse).ceil() as u32)
+            .max(1);
+        return Ok(Workload::Tpcc(Tpcc::new(warehouses, scale)?));
+    }
+    Err(format!(
+        "unknown workload {:?}: use lookup, ycsb-a .. ycsb-f, tpcc",
+        args.workload
+    ))
+}
+
+fn open_engine(
+    name: &str,
+    config: &EngineConfig,
+    hooks: &Hooks,
+) -> Result<Box<dyn Engine>, String> {
+    match (name, &hooks.flashtree) {
+        ("flashtree", Some(open)) => open(config),
+        _ => open_peer(name, config),
+    }
+}
+
+fn run_engine(
+    name: &str,
+    workload: &Workload,
+    args: &CompareArgs,
+    hooks: &Hooks,
+    memory_bytes: u64,
+    cores: &[usize],
+    thread_counts: &[usize],
+) -> Result<EngineRun, String> {
+    let dir = args.dir.join(name);
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir)
+            .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
+    }
+    let config = EngineConfig {
+        dir: dir.clone(),
+        memory_bytes,
+        table_count: workload.table_count(),
+        threads_max: *thread_counts.iter().max().unwrap_or(&1),
+        cores: cores.to_vec(),
+    };
+    let cgroup = if name == "lmdb" {
+        Some(MemoryCgroup::enter(name, memory_bytes))
+    } else {
+        None
+    };
+    let memory_limit = match &cgroup {
+        Some(Ok(group)) => group.describe(),
+        Some(Err(error)) => {
+            format!("NO memory cgroup could be made ({error}): LMDB used the whole page cache")
+        }
+        None => "engine cache = budget".to_string(),
+    };
+    let result = open_engine(name, &config, hooks).and_then(|engine| {
+        pin_process_to(cores)?;
+        let measured = measure_engine(
+            engine.as_ref(),
+            workload,
+            args,
+            &config,
+            thread_counts,
+            memory_limit,
+        );
+        let closed = engine.close();
+        let run = measured?;
+        closed.map(|()| run)
+    });
+    if let Some(Ok(group)) = cgroup {
+        group.leave()?;
+    }
+    if !args.keep_data {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    result
+}
+
+fn measure_engine(
+    engine: &dyn Engine,
+    workload: &Workload,
+    args: &CompareArgs,
+    config: &EngineConfig,
+    thread_counts: &[usize],
+    memory_limit: String,
+) -> Result<EngineRun, String> {
+    let load_threads = config.cores.len().clamp(1, 8);
+    let spec = PhaseSpec {
+        phase: Phase::Load,
+        threads: load_threads,
+        duration: Duration::from_secs_f64(args.seconds),
+        rate_ops_per_sec: args.rate,
+        seed: args.seed,
+        dir: &config.dir,
+        progress: true,
+    };
+    let load = run_phase(engine, workload, &spec)?;
+    let run_spec = PhaseSpec {
+        phase: Phase::Run,
+        ..spec.clone()
+    };
+    // Open loop needs enough concurrency to absorb queueing: use the largest count.
+    let sweep_counts = match args.rate {
+        Some(_) => vec![*thread_counts.iter().max().unwrap_or(&1)],
+        None => thread_counts.to_vec(),
+    };
+    let sweep = sweep_threads(engine, workload, &run_spec, &sweep_counts)?;
+    let best = &sweep[best_index(&sweep).ok_or("no run")?];
+    let check_spec = PhaseSpec {
+        phase: Phase::Check,
+        threads: 1,
+        ..spec.clone()
+    };
+    run_phase(engine, workload, &check_spec)
+        .map_err(|e| format!("{}: CONSISTENCY CHECK FAILED: {e}", engine.name()))?;
+    let consistency = match workload {
+        Workload::Tpcc(_) => "TPC-C conditions 1-4 hold".to_string(),
+        _ => "n/a".to_string(),
+    };
+    Ok(engine_run(
+        engine,
+        workload,
+        args,
+        config,
+        &load,
+        best,
+        &sweep,
+        memory_limit,
+        consistency,
+    ))
+}
+
+#[allow(clippy::too_many_arguments)]
+fn engine_run(
+    engine: &dyn Engine,
+    workload: &Workload,
+    args: &CompareArgs,
+    config: &EngineConfig,
+    load: &PhaseResult,
+    best: &PhaseResult,
+    sweep: &[PhaseResult],
+    memory_limit: String,
+    consistency: String,
+) -> EngineRun {
+    let histogram = &best.stats.latency_ns;
+    let quantile_us =
+        |q: f64| (best.stats.ops_count > 0).then(|| histogram.value_at_quantile(q) as f64 / 1000.0);
+    let (workers, tasks, threads) = match engine.concurrency() {
+        Concurrency::Threads => (None, None, Some(best.threads)),
+        Concurrency::Tasks {
+            workers,
+            tasks_per_worker,
+        } => (Some(workers), Some(tasks_per_worker), None),
+    };
+    let counters = engine.counters();
+    let summary = Summary {
+        engine: engine.name().to_string(),
+        workload: workload.name(),
+        records: workload.records_count(),
+        pool_bytes: config.memory_bytes,
+        dataset_bytes: workload.dataset_bytes(),
+        workers,
+        tasks,
+        threads,
+        settings: engine.settings(),
+        ops_per_sec: best.ops_per_sec(),
+        read_iops: best.device_reads.map(|n| n as f64 / best.wall_s),
+        write_iops: best.device_writes.map(|n| n as f64 / best.wall_s),
+        hit_ratio: counters.hit_ratio,
+        cpu_s: best.cpu_s,
+        cpu_us_per_op: (best.stats.ops_count > 0)
+            .then(|| best.cpu_s * 1e6 / best.stats.ops_count as f64),
+        lat_us_p50: quantile_us(0.5),
+        lat_us_p99: quantile_us(0.99),
+        load_records_per_sec: load.ops_per_sec(),
+    };
+    EngineRun {
+        summary,
+        lat_us_p999: quantile_us(0.999),
+        rate_ops_per_sec: args.rate,
+        seconds: args.seconds,
+        cores: config.cores.clone(),
+        memory_limit,
+        durability: DURABILITY.to_string(),
+        ops_by_kind: OpKind::ALL
+            .iter()
+            .filter(|kind| best.stats.ops_by_kind[**kind as usize] > 0)
+            .map(|kind| {
+                (
+                    kind.name().to_string(),
+                    best.stats.ops_by_kind[*kind as usize],
+                )
+            })
+            .collect(),
+        sweep: sweep.iter().map(|r| (r.threads, r.ops_per_sec())).collect(),
+        ops_per_second: best.stats.ops_per_second.clone(),
+        latency_cdf: latency_cdf(histogram),
+        consistency,
+    }
+}
+
+fn latency_cdf(histogram: &hdrhistogram::Histogram<u64>) -> Vec<(f64, f64)> {
+    if histogram.is_empty() {
+        return Vec::new();
+    }
+    let quantiles = [
+        0.0, 0.1, 0.25, 0.5, 0.75, 0.9, 0.95, 0.99, 0.995, 0.999, 0.9999, 1.0,
+    ];
+    quantiles
+        .iter()
+        .map(|&q| (histogram.value_at_quantile(q) as f64 / 1000.0, q))
+        .collect()
+}
+
+fn results_dir(base: &Path) -> Result<PathBuf, String> {
+    let stamp = timestamp();
+    let dir = base.join(stamp);
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    Ok(dir)
+}
+
+/// UTC timestamp `YYYY-MM-DDTHH-MM-SS` (no external clock crate).
+pub fn timestamp() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let days = (secs / 86_400) as i64;
+    let (year, month, day) = civil_from_days(days);
+    let rest = secs % 86_400;
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}-{:02}-{:02}",
+        rest / 3600,
+        rest / 60 % 60,
+        rest % 60
+    )
+}
+
+/// Days since 1970-01-01 to (year, month, day) (H. Hinnant's algorithm).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let year = yoe + era * 400 + (month <= 2) as i64;
+    (year, month, day)
+}
+
+fn write_json(path: &Path, run: &EngineRun) -> Result<(), String> {
+    let text = serde_json::to_string_pretty(run).map_err(|e| e.to_string())?;
+    std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_dates() {
+        assert_eq!(civil_from_days(0), (1970, 1, 1));
+        assert_eq!(civil_from_days(19_723), (2024, 1, 1));
+    }
+}

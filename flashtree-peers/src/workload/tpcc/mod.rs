@@ -1,0 +1,317 @@
+//! TPC-C (standard specification 5.11) on the [`Kv`] interface: nine tables
+//! plus two indexes (customer by last name, order by customer), all five
+//! transactions in the standard mix (45% New-Order, 43% Payment, 4% each
+//! Order-Status, Delivery, Stock-Level), a loader, and consistency
+//! conditions 1–4 (clause 3.3.2) checked after a run.
+//!
+//! Engines have no transactions here, so the workload serialises what the
+//! conditions depend on with its own locks: one per district (held by
+//! New-Order, Payment for the home and the customer's district, Delivery
+//! per district) and one per warehouse (W_YTD in Payment). Locks are
+//! try-locks that yield when busy, taken in a global order (no deadlock).
+//! Stock updates from remote New-Orders are not locked (no condition 1–4
+//! depends on stock). Rolled-back New-Orders (1%) check the items before
+//! writing anything, so a rollback leaves no trace.
+//!
+//! Reduced scale for tests ([`TpccScale::small`]): 1000 items, 30 customers
+//! and 30 orders per district (the last 9 undelivered); last names then come
+//! from the first 30 of the 1000 names.
+
+mod check;
+mod load;
+mod rows;
+mod txn;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+
+pub use rows::*;
+
+use super::{OpKind, TaskState};
+use crate::job::RunControl;
+use crate::kv::{yield_now, Kv, KvError};
+
+/// Tables TPC-C needs.
+pub const TABLE_COUNT: u32 = 11;
+/// Districts per warehouse (fixed by the spec).
+pub const DISTRICTS_PER_WAREHOUSE: u32 = 10;
+/// Most warehouses accepted.
+pub const WAREHOUSES_MAX: u32 = 100_000;
+
+/// Table ids.
+pub mod table {
+    /// WAREHOUSE, key (w).
+    pub const WAREHOUSE: u32 = 0;
+    /// DISTRICT, key (w, d).
+    pub const DISTRICT: u32 = 1;
+    /// CUSTOMER, key (w, d, c).
+    pub const CUSTOMER: u32 = 2;
+    /// Index (w, d, last, first, c) -> empty.
+    pub const CUSTOMER_NAME: u32 = 3;
+    /// HISTORY, key (w, d, source, sequence).
+    pub const HISTORY: u32 = 4;
+    /// NEW-ORDER, key (w, d, o).
+    pub const NEW_ORDER: u32 = 5;
+    /// ORDER, key (w, d, o).
+    pub const ORDER: u32 = 6;
+    /// Index (w, d, c, o) -> empty.
+    pub const ORDER_CUSTOMER: u32 = 7;
+    /// ORDER-LINE, key (w, d, o, ol).
+    pub const ORDER_LINE: u32 = 8;
+    /// ITEM, key (i).
+    pub const ITEM: u32 = 9;
+    /// STOCK, key (w, i).
+    pub const STOCK: u32 = 10;
+}
+
+/// Population sizes (clause 4.3.3.1, or reduced for tests).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TpccScale {
+    /// ITEM rows (100 000).
+    pub items: u32,
+    /// CUSTOMER rows per district (3 000).
+    pub customers_per_district: u32,
+    /// ORDER rows per district at load (3 000).
+    pub orders_per_district: u32,
+    /// Undelivered orders per district at load (900).
+    pub new_orders_per_district: u32,
+}
+
+impl TpccScale {
+    /// The specification's sizes.
+    pub fn full() -> Self {
+        TpccScale {
+            items: 100_000,
+            customers_per_district: 3000,
+            orders_per_district: 3000,
+            new_orders_per_district: 900,
+        }
+    }
+    /// Reduced sizes for tests and quick checks.
+    pub fn small() -> Self {
+        TpccScale {
+            items: 1000,
+            customers_per_district: 30,
+            orders_per_district: 30,
+            new_orders_per_district: 9,
+        }
+    }
+    fn validate(&self) -> Result<(), String> {
+        let ok = self.items >= 10
+            && self.customers_per_district >= 3
+            && self.orders_per_district == self.customers_per_district
+            && self.new_orders_per_district < self.orders_per_district;
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("invalid TPC-C scale {self:?}: need items >= 10, orders = customers >= 3, new orders < orders"))
+        }
+    }
+    /// Distinct last names in use (1000 at full scale).
+    pub fn last_name_count(&self) -> u64 {
+        self.customers_per_district.min(1000) as u64
+    }
+}
+
+/// The TPC-C workload: scale, warehouses, and the district/warehouse locks.
+#[derive(Debug)]
+pub struct Tpcc {
+    warehouses: u32,
+    scale: TpccScale,
+    locks: Vec<AtomicBool>,
+}
+
+/// Per-task TPC-C state.
+#[derive(Debug, Clone)]
+pub struct TpccTask {
+    /// The terminal's home warehouse (1-based).
+    pub home_warehouse: u32,
+    /// Source id for this task's HISTORY keys.
+    pub history_source: u32,
+    /// Next HISTORY sequence number.
+    pub history_sequence: u64,
+}
+
+impl Tpcc {
+    /// A workload over `warehouses` warehouses.
+    pub fn new(warehouses: u32, scale: TpccScale) -> Result<Self, String> {
+        if warehouses == 0 || warehouses > WAREHOUSES_MAX {
+            return Err(format!(
+                "warehouses must be in 1..={WAREHOUSES_MAX}, got {warehouses}"
+            ));
+        }
+        scale.validate()?;
+        let lock_count = (warehouses * (DISTRICTS_PER_WAREHOUSE + 1)) as usize;
+        let locks = (0..lock_count).map(|_| AtomicBool::new(false)).collect();
+        Ok(Tpcc {
+            warehouses,
+            scale,
+            locks,
+        })
+    }
+    /// Warehouses.
+    pub fn warehouses(&self) -> u32 {
+        self.warehouses
+    }
+    /// Population sizes.
+    pub fn scale(&self) -> &TpccScale {
+        &self.scale
+    }
+    /// Rows the loader inserts (all tables and indexes).
+    pub fn records_count(&self) -> u64 {
+        let s = &self.scale;
+        let per_district = s.customers_per_district as u64 * 3
+            + s.orders_per_district as u64 * 12
+            + s.new_orders_per_district as u64;
+        s.items as u64
+            + self.warehouses as u64
+                * (1 + s.items as u64 + DISTRICTS_PER_WAREHOUSE as u64 * (1 + per_district))
+    }
+    /// Approximate logical bytes per warehouse (keys + values).
+    pub fn dataset_bytes_per_warehouse(scale: &TpccScale) -> u64 {
+        let customers = (DISTRICTS_PER_WAREHOUSE * scale.customers_per_district) as u64;
+        let orders = (DISTRICTS_PER_WAREHOUSE * scale.orders_per_district) as u64;
+        scale.items as u64 * STOCK_ROW_BYTES
+            + customers * (CUSTOMER_ROW_BYTES + 60 + HISTORY_ROW_BYTES)
+            + orders * (ORDER_ROW_BYTES + 20 + 10 * ORDER_LINE_ROW_BYTES)
+    }
+    /// Approximate logical bytes loaded.
+    pub fn dataset_bytes(&self) -> u64 {
+        self.scale.items as u64 * ITEM_ROW_BYTES
+            + self.warehouses as u64 * Self::dataset_bytes_per_warehouse(&self.scale)
+    }
+    /// State for task `task_index`: home warehouse round-robin.
+    pub fn task(&self, task_index: usize, _task_count: usize) -> TpccTask {
+        TpccTask {
+            home_warehouse: (task_index as u32 % self.warehouses) + 1,
+            history_source: task_index as u32,
+            history_sequence: 0,
+        }
+    }
+    /// Loads part `part` of `parts`.
+    pub async fn load_part<K: Kv>(
+        &self,
+        kv: &K,
+        part: usize,
+        parts: usize,
+        control: &RunControl,
+    ) -> Result<u64, KvError> {
+        load::load_part(self, kv, part, parts, control).await
+    }
+    /// One transaction of the standard mix.
+    pub async fn op<K: Kv>(&self, kv: &K, state: &mut TaskState) -> Result<OpKind, KvError> {
+        txn::run_one(self, kv, state).await
+    }
+    /// Checks consistency conditions 1–4 on every warehouse.
+    pub async fn check<K: Kv>(&self, kv: &K) -> Result<(), KvError> {
+        check::check_all(self, kv).await
+    }
+
+    fn district_lock_index(&self, warehouse: u32, district: u32) -> usize {
+        ((warehouse - 1) * DISTRICTS_PER_WAREHOUSE + (district - 1)) as usize
+    }
+    fn warehouse_lock_index(&self, warehouse: u32) -> usize {
+        (self.warehouses * DISTRICTS_PER_WAREHOUSE + warehouse - 1) as usize
+    }
+
+    /// Takes the locks `indexes` in ascending order (try-lock, yield when busy).
+    async fn lock_all(&self, indexes: &mut Vec<usize>) -> LockGuard<'_> {
+        indexes.sort_unstable();
+        indexes.dedup();
+        for &index in indexes.iter() {
+            let lock = &self.locks[index];
+            while lock
+                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+                .is_err()
+            {
+                yield_now().await;
+            }
+        }
+        LockGuard {
+            tpcc: self,
+            indexes: std::mem::take(indexes),
+        }
+    }
+}
+
+/// Releases its locks when dropped.
+struct LockGuard<'a> {
+    tpcc: &'a Tpcc,
+    indexes: Vec<usize>,
+}
+
+impl Drop for LockGuard<'_> {
+    fn drop(&mut self) {
+        for &index in &self.indexes {
+            let was_locked = self.tpcc.locks[index].swap(false, Ordering::Release);
+            debug_assert!(was_locked);
+        }
+    }
+}
+
+/// Builds a key from big-endian u32 parts.
+pub fn key(parts: &[u32]) -> Vec<u8> {
+    let mut key = Vec::with_capacity(parts.len() * 4 + 8);
+    for part in parts {
+        key.extend_from_slice(&part.to_be_bytes());
+    }
+    key
+}
+
+/// Reads big-endian u32 number `index` of a key.
+pub fn key_part(key: &[u8], index: usize) -> Result<u32, KvError> {
+    key.get(index * 4..index * 4 + 4)
+        .map(|bytes| u32::from_be_bytes(bytes.try_into().expect("4 bytes")))
+        .ok_or_else(|| KvError::Corrupt(format!("key of {} bytes has no part {index}", key.len())))
+}
+
+/// Collects up to `limit` entries whose key starts with `prefix`, from `start`.
+pub async fn scan_prefix<K: Kv>(
+    kv: &K,
+    table: u32,
+    prefix: &[u8],
+    start: &[u8],
+    reverse: bool,
+    limit: usize,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>, KvError> {
+    let mut found = Vec::new();
+    let mut visit = |key: &[u8], value: &[u8]| {
+        if !key.starts_with(prefix) || found.len() >= limit {
+            return false;
+        }
+        found.push((key.to_vec(), value.to_vec()));
+        found.len() < limit
+    };
+    if reverse {
+        kv.scan_rev(table, start, &mut visit).await?;
+    } else {
+        kv.scan(table, start, &mut visit).await?;
+    }
+    Ok(found)
+}
+
+/// Reads a row that must exist.
+pub async fn get_row<K: Kv, R: Row>(
+    kv: &K,
+    table: u32,
+    key: &[u8],
+    out: &mut Vec<u8>,
+) -> Result<R, KvError> {
+    if !kv.get(table, key, out).await? {
+        return Err(KvError::Corrupt(format!(
+            "table {table}: missing row {key:?}"
+        )));
+    }
+    R::decode(out)
+}
+
+/// Writes a row.
+pub async fn put_row<K: Kv, R: Row>(
+    kv: &K,
+    table: u32,
+    key: &[u8],
+    row: &R,
+    buffer: &mut Vec<u8>,
+) -> Result<(), KvError> {
+    row.encode(buffer);
+    kv.put(table, key, buffer).await
+}
