@@ -1,5 +1,6 @@
 //! `flashtree model …` subcommands: `measure`, `fit`, `predict`.
 
+use std::io::Write;
 use std::path::PathBuf;
 
 use crate::fit::{fit_grid, format_table};
@@ -81,18 +82,16 @@ fn run_fit(args: &FitArgs) -> Result<(), String> {
         let mut value = serde_json::to_value(&outcome.summary).map_err(|e| e.to_string())?;
         value["model"] = serde_json::json!(args.out);
         value["plots"] = serde_json::json!(plots);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?
-        );
+        let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
+        print_stdout(&(text + "\n"))
     } else {
-        print!("{}", format_table(&outcome.summary));
-        println!("model written to {}", args.out.display());
+        let mut text = format_table(&outcome.summary);
+        text += &format!("model written to {}\n", args.out.display());
         for path in plots {
-            println!("plot written to {}", path.display());
+            text += &format!("plot written to {}\n", path.display());
         }
+        print_stdout(&text)
     }
-    Ok(())
 }
 
 fn run_predict(args: &PredictArgs) -> Result<(), String> {
@@ -104,18 +103,16 @@ fn run_predict(args: &PredictArgs) -> Result<(), String> {
         let mut value = serde_json::to_value(prediction).map_err(|e| e.to_string())?;
         value["op"] = serde_json::json!(args.op.name());
         value["random_fraction"] = serde_json::json!(args.random_fraction);
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?
-        );
+        let text = serde_json::to_string_pretty(&value).map_err(|e| e.to_string())?;
+        print_stdout(&(text + "\n"))
     } else {
         let clamp = if prediction.k_evaluated != prediction.k {
             format!(" (evaluated at measured k={})", prediction.k_evaluated)
         } else {
             String::new()
         };
-        println!(
-            "{} k={} random_fraction={}: {:.1} MB/s ({:.3} µs/page; setup {:.3} µs, transfer {:.4} µs){}",
+        print_stdout(&format!(
+            "{} k={} random_fraction={}: {:.1} MB/s ({:.3} µs/page; setup {:.3} µs, transfer {:.4} µs){}\n",
             args.op.name(),
             args.k,
             args.random_fraction,
@@ -124,7 +121,20 @@ fn run_predict(args: &PredictArgs) -> Result<(), String> {
             prediction.setup_us,
             prediction.transfer_us,
             clamp
-        );
+        ))
     }
-    Ok(())
+}
+
+/// Writes to stdout; a closed pipe (`… | head`) is not an error.
+fn print_stdout(text: &str) -> Result<(), String> {
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(error) if error.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(format!("writing to stdout: {error}"))
+        }
+        _ => Ok(()),
+    }
 }

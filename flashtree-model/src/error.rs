@@ -15,7 +15,7 @@ pub enum ModelError {
         source: std::io::Error,
     },
     /// A file is not valid JSON or does not match the schema.
-    #[error("{path}: not a valid {what} file: at {field}: {source}")]
+    #[error("{path}: not a valid {what} file: {}{source}", field_prefix(.field))]
     Json {
         /// The file concerned.
         path: PathBuf,
@@ -67,6 +67,14 @@ pub enum ModelError {
     /// Measuring the device failed.
     #[error("measurement failed: {0}")]
     Measure(String),
+}
+
+/// `"at read.per_k[0]: "`, or nothing for the document root.
+fn field_prefix(field: &str) -> String {
+    match field {
+        "" | "." | "?" => String::new(),
+        _ => format!("at {field}: "),
+    }
 }
 
 impl ModelError {

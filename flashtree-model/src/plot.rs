@@ -205,5 +205,8 @@ fn log_range(values: impl Iterator<Item = f64>) -> Range<f64> {
     if !(low.is_finite() && high > 0.0) {
         return 1.0..10.0;
     }
-    (low / 1.5)..(high * 1.5).max(low * 2.0)
+    // At least one decade, so the log axis gets labelled ticks.
+    let (low, high) = (low / 1.5, high * 1.5);
+    let widen = (10.0 / (high / low)).max(1.0).sqrt();
+    (low / widen)..(high * widen)
 }

@@ -47,7 +47,7 @@ pub struct MeasureArgs {
     /// Where to write the grid.
     #[arg(long, default_value = "grid.json")]
     pub out: PathBuf,
-    /// Reduced grid: 8 k × 7 fractions × 2 ops, 0.5 s per trial (~2 min).
+    /// Reduced grid: 8 k × 7 fractions × 2 ops, 0.8 s per trial (~2 min).
     #[arg(long)]
     pub quick: bool,
     /// Run each stream on its own OS thread with blocking I/O instead of k
@@ -60,7 +60,7 @@ pub struct MeasureArgs {
     /// Number of random fractions, log-spaced from 0.001 to 1 (default 10, quick 7).
     #[arg(long)]
     pub fractions: Option<usize>,
-    /// Seconds per trial (default 2, quick 0.5).
+    /// Seconds per trial (default 2, quick 0.8).
     #[arg(long)]
     pub trial_time_s: Option<f64>,
     /// Operations to measure (default both).
@@ -94,7 +94,7 @@ impl Plan {
         let fraction_count = args.fractions.unwrap_or(if args.quick { 7 } else { 10 });
         let trial_time_s = args
             .trial_time_s
-            .unwrap_or(if args.quick { 0.5 } else { 2.0 });
+            .unwrap_or(if args.quick { 0.8 } else { 2.0 });
         let plan = Plan {
             ops: args.ops.clone().unwrap_or_else(|| Op::ALL.to_vec()),
             ks,
@@ -226,10 +226,12 @@ pub fn run(args: &MeasureArgs) -> Result<()> {
 /// too small, or `--refill` is given.
 fn open_storage(args: &MeasureArgs, plan: &Plan) -> Result<Arc<Storage>> {
     let existing_bytes = match std::fs::metadata(&args.path) {
-        Ok(meta) if !meta.is_file() => return Err(ModelError::Measure(format!(
+        Ok(meta) if !meta.is_file() => {
+            return Err(ModelError::Measure(format!(
             "{} is not a regular file; measure writes to it, so it refuses devices and directories",
             args.path.display()
-        ))),
+        )))
+        }
         Ok(meta) => meta.len(),
         Err(_) => 0,
     };
