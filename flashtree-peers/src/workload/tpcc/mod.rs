@@ -6,7 +6,7 @@
 //!
 //! Engines have no transactions here, so the workload serialises what the
 //! conditions depend on with its own locks: one per district (held by
-//! New-Order, Payment for the home and the customer's district, Delivery
+//! New-Order, Order-Status, Payment for the home and the customer's district, Delivery
 //! per district) and one per warehouse (W_YTD in Payment). Locks are
 //! try-locks that yield when busy, taken in a global order (no deadlock).
 //! Stock updates from remote New-Orders are not locked (no condition 1–4

@@ -294,6 +294,9 @@ async fn order_status<K: Kv>(
     } else {
         nurand(rng, 1023, C_ID, 1, tpcc.scale.customers_per_district as u64) as u32
     };
+    // Read-only, but it must not see a New-Order half written: lock the district.
+    let mut locks = vec![tpcc.district_lock_index(w, d)];
+    let _guard = tpcc.lock_all(&mut locks).await;
     let _customer: Customer = get_row(kv, table::CUSTOMER, &key(&[w, d, c]), out).await?;
     let prefix = key(&[w, d, c]);
     let last = scan_prefix(
