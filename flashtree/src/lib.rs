@@ -5,7 +5,11 @@
 //! `buffer` (page table, frames, latches, eviction) → `btree` → `db` (public API).
 //! See `docs/ARCHITECTURE.md`.
 
+pub mod btree;
+pub mod buffer;
+pub mod db;
 pub mod error;
 pub mod io;
+pub mod sched;
 
 pub use error::{Error, Result};

@@ -52,9 +52,11 @@ impl UringBackend {
                     iopoll = Feature::Off;
                     continue;
                 }
-                Err(e) => return Err(Error::Unsupported(format!(
+                Err(e) => {
+                    return Err(Error::Unsupported(format!(
                     "io_uring_setup failed: {e} (kernel without io_uring? try --backend libaio)"
-                ))),
+                )))
+                }
             };
             let mut backend = UringBackend {
                 ring,

@@ -1,0 +1,405 @@
+//! B+-tree operations as plain synchronous code over the buffer manager.
+//!
+//! No operation blocks or holds a latch when it returns: if a page is not
+//! resident, a latch is taken, or no frame is free, it returns
+//! [`OpError::Restart`] and the caller (an async task, see `db`) loads the
+//! page, yields or waits for frames, then runs the operation again from the
+//! root. Optimistic latches are validated before anything read under them
+//! is trusted: a child pointer is followed only after its parent validated.
+//!
+//! The root of a tree never moves: a root split copies the root into a new
+//! page and splits that, so the catalog's root page id stays valid forever.
+
+use super::node::{self, Node, MAX_KEY_BYTES};
+use crate::buffer::{BufferManager, GuardO, GuardX, OpError, PageId, Restart, WorkerBuffer};
+use crate::error::Error;
+use crate::io::PAGE_SIZE;
+
+type OpResult<T> = std::result::Result<T, OpError>;
+
+/// A node below a quarter full is merged with a neighbour when possible.
+const MERGE_THRESHOLD_BYTES: usize = PAGE_SIZE / 4;
+
+fn corrupt(pid: PageId, what: &str) -> OpError {
+    OpError::Fatal(Error::Corrupt(format!("page {pid}: {what}")))
+}
+
+/// Initializes a new empty tree's root leaf in `page`.
+pub fn init_root(page: &mut [u8; PAGE_SIZE]) {
+    node::init_leaf(page, &[], &[]);
+}
+
+/// Descends optimistically to the leaf for `key`; returns (parent, leaf).
+fn descend<'a>(
+    bm: &'a BufferManager,
+    root: PageId,
+    key: &[u8],
+) -> OpResult<(Option<GuardO<'a>>, GuardO<'a>)> {
+    let mut parent: Option<GuardO<'a>> = None;
+    let mut current = bm.fix_optimistic(root)?;
+    loop {
+        let n = Node::from_page(current.page());
+        if n.is_leaf() {
+            current.check()?;
+            return Ok((parent, current));
+        }
+        let kind = n.page_kind();
+        let child = n.child_for(key);
+        current.check()?;
+        if kind != node::PAGE_KIND_INNER {
+            return Err(corrupt(current.pid(), "neither a leaf nor an inner node"));
+        }
+        let next = bm.fix_optimistic(child)?;
+        current.check()?;
+        parent = Some(current);
+        current = next;
+    }
+}
+
+/// Point lookup: copies the value into `out` and returns true if found.
+pub fn lookup(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) -> OpResult<bool> {
+    let (_, leaf) = descend(bm, root, key)?;
+    let n = Node::from_page(leaf.page());
+    let (slot, found) = n.lower_bound(key);
+    if found {
+        out.clear();
+        out.extend_from_slice(n.value(slot));
+    }
+    leaf.check()?;
+    Ok(found)
+}
+
+/// Inserts or replaces. Keys and values must be within the node limits.
+pub fn insert(
+    bm: &BufferManager,
+    wb: &mut WorkerBuffer,
+    root: PageId,
+    key: &[u8],
+    value: &[u8],
+) -> OpResult<()> {
+    debug_assert!(node::entry_within_limits(key.len(), value.len()));
+    let (_, leaf) = descend(bm, root, key)?;
+    let has_space = Node::from_page(leaf.page()).has_space_for(key.len(), value.len());
+    leaf.check()?;
+    if !has_space {
+        let pid = leaf.pid();
+        split(bm, wb, root, pid, key)?;
+        return Err(Restart::Retry.into());
+    }
+    let mut leaf = leaf.upgrade()?;
+    Node::from_page_mut(leaf.page_mut())
+        .insert(key, value)
+        .map_err(|_| corrupt(leaf.pid(), "insert failed after the space check"))
+}
+
+/// Removes `key`; true if it was there. Underfull nodes are merged with a
+/// neighbour when that neighbour is in memory (best effort).
+pub fn remove(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<bool> {
+    let (_, leaf) = descend(bm, root, key)?;
+    let found = Node::from_page(leaf.page()).lower_bound(key).1;
+    leaf.check()?;
+    if !found {
+        return Ok(false);
+    }
+    let mut leaf = leaf.upgrade()?;
+    let n = Node::from_page_mut(leaf.page_mut());
+    let removed = n.remove(key);
+    debug_assert!(removed);
+    let underfull = n.space_used_bytes() < MERGE_THRESHOLD_BYTES && leaf.pid() != root;
+    let pid = leaf.pid();
+    drop(leaf);
+    if underfull {
+        // A restart here is fine: the removal is done, the merge optional.
+        let _ = merge(bm, root, pid, key);
+    }
+    Ok(true)
+}
+
+/// Finds the parent of `pid` by descending toward `key` (which lies in
+/// `pid`'s range). Returns None when `pid` is the root.
+fn find_parent<'a>(
+    bm: &'a BufferManager,
+    root: PageId,
+    pid: PageId,
+    key: &[u8],
+) -> OpResult<Option<(GuardO<'a>, usize)>> {
+    if pid == root {
+        return Ok(None);
+    }
+    let mut current = bm.fix_optimistic(root)?;
+    loop {
+        let n = Node::from_page(current.page());
+        let is_leaf = n.is_leaf();
+        let index = n.child_index_for(key);
+        let child = n.child_at(index);
+        current.check()?;
+        if is_leaf {
+            // The page was merged or split away: start over.
+            return Err(Restart::Retry.into());
+        }
+        if child == pid {
+            return Ok(Some((current, index)));
+        }
+        let next = bm.fix_optimistic(child)?;
+        current.check()?;
+        current = next;
+    }
+}
+
+/// Splits node `pid` (which holds `key`'s range), splitting parents first
+/// when they lack room for the separator.
+fn split(
+    bm: &BufferManager,
+    wb: &mut WorkerBuffer,
+    root: PageId,
+    pid: PageId,
+    key: &[u8],
+) -> OpResult<()> {
+    let Some((parent, _)) = find_parent(bm, root, pid, key)? else {
+        return split_root(bm, wb, root);
+    };
+    let parent_has_space = Node::from_page(parent.page()).has_space_for(MAX_KEY_BYTES, 8);
+    parent.check()?;
+    if !parent_has_space {
+        let parent_pid = parent.pid();
+        return split(bm, wb, root, parent_pid, key);
+    }
+    let node = bm.fix_optimistic(pid)?;
+    parent.check()?;
+    let mut parent = parent.upgrade()?;
+    let mut node = node.upgrade()?;
+    if Node::from_page(node.page()).count() < 2 {
+        return Ok(()); // someone else split or emptied it meanwhile
+    }
+    let mut left = wb.alloc_page(bm)?;
+    let mut separator = Vec::with_capacity(MAX_KEY_BYTES);
+    Node::from_page_mut(node.page_mut()).split(left.page_mut(), &mut separator);
+    Node::from_page_mut(parent.page_mut())
+        .insert_separator(&separator, left.pid())
+        .map_err(|_| {
+            corrupt(
+                parent.pid(),
+                "no room for a separator after the space check",
+            )
+        })
+}
+
+/// Splits the root in place: its contents move to a new page, which is
+/// split, and the root becomes an inner node over the two halves.
+fn split_root(bm: &BufferManager, wb: &mut WorkerBuffer, root: PageId) -> OpResult<()> {
+    let mut root_x = bm.fix_exclusive(root)?;
+    let mut right = wb.alloc_page(bm)?;
+    let mut left = match wb.alloc_page(bm) {
+        Ok(left) => left,
+        Err(e) => {
+            right.free();
+            return Err(e);
+        }
+    };
+    right.page_mut().copy_from_slice(root_x.page());
+    let mut separator = Vec::with_capacity(MAX_KEY_BYTES);
+    Node::from_page_mut(right.page_mut()).split(left.page_mut(), &mut separator);
+    let new_root = node::init_inner(root_x.page_mut(), &[], &[], right.pid());
+    new_root
+        .insert_separator(&separator, left.pid())
+        .map_err(|_| corrupt(root, "new root cannot hold one separator"))
+}
+
+/// Merges underfull node `pid` with a neighbour under the same parent, then
+/// the parent if it became underfull, and shrinks a root left with one child.
+fn merge(bm: &BufferManager, root: PageId, pid: PageId, key: &[u8]) -> OpResult<()> {
+    let Some((parent, index)) = find_parent(bm, root, pid, key)? else {
+        return Ok(());
+    };
+    let count = Node::from_page(parent.page()).count();
+    parent.check()?;
+    // Merge the pair (left = child at i, right = child at i + 1).
+    let i = if index < count {
+        index
+    } else if count > 0 {
+        count - 1
+    } else {
+        return Ok(());
+    };
+    let left_pid = Node::from_page(parent.page()).child_at(i);
+    let right_pid = Node::from_page(parent.page()).child_at(i + 1);
+    let mut separator = Vec::new();
+    Node::from_page(parent.page()).key_into(i, &mut separator);
+    parent.check()?;
+    let left = bm.fix_optimistic(left_pid)?;
+    let right = bm.fix_optimistic(right_pid)?;
+    let mut parent = parent.upgrade()?;
+    let left = left.upgrade()?;
+    let mut right = right.upgrade()?;
+    if !Node::from_page(left.page())
+        .merge_into_right(Node::from_page_mut(right.page_mut()), &separator)
+    {
+        return Ok(());
+    }
+    left.free();
+    let parent_pid = parent.pid();
+    let p = Node::from_page_mut(parent.page_mut());
+    p.remove_slot(i);
+    let parent_underfull = p.space_used_bytes() < MERGE_THRESHOLD_BYTES;
+    let root_has_one_child = parent_pid == root && p.count() == 0;
+    drop((parent, right));
+    if root_has_one_child {
+        return collapse_root(bm, root);
+    }
+    if parent_underfull && parent_pid != root {
+        return merge(bm, root, parent_pid, key);
+    }
+    Ok(())
+}
+
+/// A root with no separators has one child: pull the child's contents up.
+fn collapse_root(bm: &BufferManager, root: PageId) -> OpResult<()> {
+    let root_o = bm.fix_optimistic(root)?;
+    let n = Node::from_page(root_o.page());
+    let (count, leaf, child) = (n.count(), n.is_leaf(), n.upper_child());
+    root_o.check()?;
+    if count != 0 || leaf {
+        return Ok(());
+    }
+    let child_o = bm.fix_optimistic(child)?;
+    let mut root_x = root_o.upgrade()?;
+    let child_x: GuardX<'_> = child_o.upgrade()?;
+    root_x.page_mut().copy_from_slice(child_x.page());
+    child_x.free();
+    Ok(())
+}
+
+/// Which way a scan goes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Direction {
+    /// Ascending keys.
+    Forward,
+    /// Descending keys.
+    Backward,
+}
+
+/// Entries copied out of one leaf, and where the next leaf starts.
+#[derive(Default, Debug)]
+pub struct ScanBatch {
+    /// Keys and values, concatenated.
+    pub bytes: Vec<u8>,
+    /// (key length, value length) per entry, in scan order.
+    pub lengths: Vec<(u32, u32)>,
+    /// The key to continue from (None: the end of the tree was reached).
+    pub next: Option<Vec<u8>>,
+}
+
+impl ScanBatch {
+    /// Iterates over (key, value) pairs.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        let mut offset = 0;
+        self.lengths.iter().map(move |&(k, v)| {
+            let key = &self.bytes[offset..offset + k as usize];
+            let value = &self.bytes[offset + k as usize..offset + (k + v) as usize];
+            offset += (k + v) as usize;
+            (key, value)
+        })
+    }
+}
+
+/// Copies the entries of the leaf holding `start` that are `>= start`
+/// (forward) or `<= start` (backward) into `batch`, under a shared latch.
+/// `batch.next` is the key from which the following call continues.
+pub fn scan_leaf(
+    bm: &BufferManager,
+    root: PageId,
+    start: &[u8],
+    direction: Direction,
+    batch: &mut ScanBatch,
+) -> OpResult<()> {
+    batch.bytes.clear();
+    batch.lengths.clear();
+    batch.next = None;
+    let (parent, leaf_o) = descend(bm, root, start)?;
+    let pid = leaf_o.pid();
+    let leaf = bm.fix_shared(pid)?;
+    if let Some(parent) = &parent {
+        // The leaf must still be the one for `start`.
+        parent.check()?;
+    }
+    let n = Node::from_page(leaf.page());
+    if !n.is_leaf() {
+        return Err(Restart::Retry.into());
+    }
+    let (slot, found) = n.lower_bound(start);
+    let slots: Box<dyn Iterator<Item = usize>> = match direction {
+        Direction::Forward => Box::new(slot..n.count()),
+        Direction::Backward => Box::new((0..if found { slot + 1 } else { slot }).rev()),
+    };
+    let mut key = Vec::new();
+    for s in slots {
+        n.key_into(s, &mut key);
+        let value = n.value(s);
+        batch.bytes.extend_from_slice(&key);
+        batch.bytes.extend_from_slice(value);
+        batch.lengths.push((key.len() as u32, value.len() as u32));
+    }
+    batch.next = match direction {
+        Direction::Forward if !n.upper_fence().is_empty() => {
+            let mut next = n.upper_fence().to_vec();
+            next.push(0); // the smallest key above this leaf
+            Some(next)
+        }
+        Direction::Backward if !n.lower_fence().is_empty() => Some(n.lower_fence().to_vec()),
+        _ => None,
+    };
+    Ok(())
+}
+
+/// What the invariant checker found in one node.
+#[derive(Debug)]
+pub struct NodeReport {
+    /// Whether it is a leaf.
+    pub is_leaf: bool,
+    /// Entries.
+    pub count: usize,
+    /// Bytes in use.
+    pub space_used_bytes: usize,
+    /// Children with their expected (lower, upper) fences, for inner nodes.
+    pub children: Vec<(PageId, Vec<u8>, Vec<u8>)>,
+}
+
+/// Checks one node (under a shared latch) against the fences its parent
+/// implies: node-local invariants, fences, and child ranges.
+pub fn check_node(
+    bm: &BufferManager,
+    pid: PageId,
+    lower: &[u8],
+    upper: &[u8],
+) -> OpResult<NodeReport> {
+    let guard = bm.fix_shared(pid)?;
+    let n = Node::from_page(guard.page());
+    n.check_invariants().map_err(|e| corrupt(pid, &e))?;
+    if n.lower_fence() != lower || n.upper_fence() != upper {
+        return Err(corrupt(
+            pid,
+            &format!(
+                "fences ({:?}, {:?}) differ from the parent's ({lower:?}, {upper:?})",
+                n.lower_fence(),
+                n.upper_fence()
+            ),
+        ));
+    }
+    let mut children = Vec::new();
+    if !n.is_leaf() {
+        let mut previous = lower.to_vec();
+        let mut key = Vec::new();
+        for i in 0..n.count() {
+            n.key_into(i, &mut key);
+            children.push((n.child(i), previous.clone(), key.clone()));
+            previous.clone_from(&key);
+        }
+        children.push((n.upper_child(), previous, upper.to_vec()));
+    }
+    Ok(NodeReport {
+        is_leaf: n.is_leaf(),
+        count: n.count(),
+        space_used_bytes: n.space_used_bytes(),
+        children,
+    })
+}

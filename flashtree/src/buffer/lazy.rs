@@ -1,0 +1,64 @@
+//! A large zero-initialized array in reserved virtual memory: only the pages
+//! that are touched take RAM. Used for the per-page-id tables, which are
+//! sized for the largest store, not the current one.
+
+use std::marker::PhantomData;
+
+/// `len` values of `T`, all bits zero at first. `T` must be valid when all
+/// its bits are zero (atomics of integers are).
+pub(crate) struct LazyArray<T> {
+    ptr: *mut T,
+    len: usize,
+    _owns: PhantomData<T>,
+}
+
+// SAFETY: the array only holds `T`s, which are shared across threads via &T.
+unsafe impl<T: Sync> Sync for LazyArray<T> {}
+// SAFETY: as above; ownership of the mapping moves with the value.
+unsafe impl<T: Send> Send for LazyArray<T> {}
+
+impl<T> LazyArray<T> {
+    /// Reserves `len` zeroed elements. Returns None when the kernel refuses.
+    pub(crate) fn new(len: usize) -> Option<LazyArray<T>> {
+        assert!(len > 0);
+        let bytes = len.checked_mul(std::mem::size_of::<T>())?;
+        // SAFETY: anonymous private mapping; no file, no fixed address.
+        let ptr = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                bytes,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        if ptr == libc::MAP_FAILED {
+            return None;
+        }
+        Some(LazyArray {
+            ptr: ptr.cast(),
+            len,
+            _owns: PhantomData,
+        })
+    }
+
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    #[inline]
+    pub(crate) fn get(&self, index: usize) -> &T {
+        assert!(index < self.len, "index {index} beyond {}", self.len);
+        // SAFETY: in bounds; the mapping is zeroed, and all-zero is a valid T.
+        unsafe { &*self.ptr.add(index) }
+    }
+}
+
+impl<T> Drop for LazyArray<T> {
+    fn drop(&mut self) {
+        // SAFETY: unmaps exactly the mapping made in `new`.
+        unsafe { libc::munmap(self.ptr.cast(), self.len * std::mem::size_of::<T>()) };
+    }
+}

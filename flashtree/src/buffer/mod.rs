@@ -1,0 +1,905 @@
+//! The buffer manager: 4 KiB frames caching pages of the [`Storage`].
+//!
+//! * **Page table.** One state word per page id ([`state`]) and one frame
+//!   index per page id, both in reserved virtual memory: translating a page
+//!   id to a frame is one array lookup. State and version share the word
+//!   (vmcache), giving optimistic, shared and exclusive latches.
+//! * **Frames** are a fixed pool of `pool_bytes`, partitioned among the
+//!   workers: each worker owns a contiguous range of frames, its free list
+//!   and its clock hand, so no two workers contend on eviction or frame
+//!   allocation. Any worker may read or latch a page in any frame.
+//! * **Misses.** A task that misses claims the page by CAS evicted→loading
+//!   (the page-state array is the table of reads in flight: a second task
+//!   that misses the same page sees `loading` and waits instead of reading),
+//!   takes a frame from its worker's free list, pushes the read on its
+//!   worker's channel and parks. The worker loop completes the read, checks
+//!   the page's checksum and id, publishes the frame and wakes the task.
+//! * **Eviction** is worker work (seed 000 §3.3): when a worker's free frames
+//!   fall below its target, its clock sweeps its own frames in a batch:
+//!   unlocked pages are marked, marked pages are latched exclusively and
+//!   either evicted (clean) or written asynchronously (dirty) and evicted
+//!   when the write completes.
+//!
+//! Nothing here blocks: every latch is a try-operation, and the tree
+//! reports [`Restart`] so that the calling task yields, waits for a load or
+//! for frames, and restarts its operation.
+
+mod lazy;
+pub(crate) mod state;
+
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, IoChannel, IoCompletion, IoConfig, IoRequest, Storage, PAGE_SIZE};
+use crate::sched::TaskId;
+use lazy::LazyArray;
+use state::{
+    make, readable, state_of, version_of, PageState, EVICTED, LOADING, LOCKED, MARKED, UNLOCKED,
+};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A page number; page `p` lives at logical byte offset `p * 4096`.
+pub type PageId = u64;
+
+/// Frame slot holds no page.
+const NO_PAGE: u64 = u64::MAX;
+/// Frame's page was freed; its owner returns the frame to its free list.
+const FREED_PAGE: u64 = u64::MAX - 1;
+/// Bit of a request's user_data marking a write-back.
+const WRITE_TAG: u64 = 1 << 63;
+
+/// Bytes of the common page header: crc32c (0..4), kind (4..6), reserved
+/// (6..8), page id (8..16), LSN (16..24; reserved for the write-ahead log).
+pub const PAGE_HEADER_BYTES: usize = 24;
+
+/// Why a tree operation must stop and restart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Restart {
+    /// The page is not in memory: load it, then restart.
+    Load(PageId),
+    /// A latch conflict or a concurrent load: yield, then restart.
+    Retry,
+    /// No free frame for a new page: yield (eviction runs), then restart.
+    NoFrame,
+}
+
+/// The outcome of a failed page operation.
+#[derive(Debug)]
+pub enum OpError {
+    /// Not an error: restart after doing what it says.
+    Restart(Restart),
+    /// A real error, returned to the caller.
+    Fatal(Error),
+}
+
+impl From<Restart> for OpError {
+    fn from(r: Restart) -> Self {
+        OpError::Restart(r)
+    }
+}
+
+impl From<Error> for OpError {
+    fn from(e: Error) -> Self {
+        OpError::Fatal(e)
+    }
+}
+
+/// Sizing of the buffer manager.
+#[derive(Clone, Debug)]
+pub struct BufferConfig {
+    /// Bytes of frames (a multiple of 4096).
+    pub pool_bytes: u64,
+    /// Workers the frames are partitioned among.
+    pub workers: usize,
+    /// Largest store the page table can address.
+    pub max_store_bytes: u64,
+    /// Percent of a worker's frames it keeps free (eviction target).
+    pub free_target_pct: u32,
+}
+
+/// Frames smallest partition a worker may have.
+pub const MIN_FRAMES_PER_WORKER: u64 = 8;
+
+/// The shared part of the buffer manager.
+pub struct BufferManager {
+    storage: Arc<Storage>,
+    _pool: AlignedBuf,
+    pool_ptr: *mut u8,
+    frame_count: u32,
+    states: LazyArray<PageState>,
+    /// Frame index + 1 for each page id (0: not in a frame).
+    frame_of: LazyArray<AtomicU32>,
+    frame_pid: Box<[AtomicU64]>,
+    frame_dirty: Box<[AtomicBool]>,
+    partitions: Vec<(u32, u32)>,
+    free_target_pct: u32,
+    next_pid: AtomicU64,
+    free_pids: Mutex<Vec<PageId>>,
+    write_error: Mutex<Option<String>>,
+}
+
+// SAFETY: pool_ptr points into `_pool`, owned by this struct; every access to
+// frame memory follows the latch protocol of the page that occupies it.
+unsafe impl Send for BufferManager {}
+// SAFETY: as above; all other fields are Sync.
+unsafe impl Sync for BufferManager {}
+
+impl BufferManager {
+    /// Allocates the pool and page table.
+    pub fn new(storage: Arc<Storage>, config: &BufferConfig) -> Result<BufferManager> {
+        let frames = config.pool_bytes / PAGE_SIZE as u64;
+        let workers = config.workers.max(1) as u64;
+        if frames < MIN_FRAMES_PER_WORKER * workers || frames > u64::from(u32::MAX - 1) {
+            return Err(Error::InvalidArgument(format!(
+                "pool of {} bytes gives {frames} frames; need at least {} per worker ({workers} workers) and fewer than 2^32",
+                config.pool_bytes, MIN_FRAMES_PER_WORKER
+            )));
+        }
+        let max_pages = (config.max_store_bytes / PAGE_SIZE as u64).max(16) as usize;
+        let no_memory = || {
+            Error::Unsupported(format!(
+                "cannot reserve the page table for {} bytes (lower max_store_bytes)",
+                config.max_store_bytes
+            ))
+        };
+        let states = LazyArray::new(max_pages).ok_or_else(no_memory)?;
+        let frame_of = LazyArray::new(max_pages).ok_or_else(no_memory)?;
+        let mut pool = AlignedBuf::new(frames as usize * PAGE_SIZE);
+        let pool_ptr = pool.as_mut_ptr();
+        let per_worker = frames / workers;
+        let partitions = (0..workers)
+            .map(|w| {
+                let end = if w + 1 == workers {
+                    frames
+                } else {
+                    (w + 1) * per_worker
+                };
+                ((w * per_worker) as u32, end as u32)
+            })
+            .collect();
+        Ok(BufferManager {
+            storage,
+            _pool: pool,
+            pool_ptr,
+            frame_count: frames as u32,
+            states,
+            frame_of,
+            frame_pid: (0..frames).map(|_| AtomicU64::new(NO_PAGE)).collect(),
+            frame_dirty: (0..frames).map(|_| AtomicBool::new(false)).collect(),
+            partitions,
+            free_target_pct: config.free_target_pct.clamp(1, 50),
+            next_pid: AtomicU64::new(0),
+            free_pids: Mutex::new(Vec::new()),
+            write_error: Mutex::new(None),
+        })
+    }
+
+    /// The storage below.
+    pub fn storage(&self) -> &Arc<Storage> {
+        &self.storage
+    }
+
+    /// Frames in the pool.
+    pub fn frame_count(&self) -> u32 {
+        self.frame_count
+    }
+
+    /// The pool memory, for registering with io_uring.
+    pub fn pool_region(&self) -> (*mut u8, usize) {
+        (self.pool_ptr, self.frame_count as usize * PAGE_SIZE)
+    }
+
+    /// Page ids below this have been allocated.
+    pub fn next_page_id(&self) -> PageId {
+        self.next_pid.load(Ordering::Acquire)
+    }
+
+    /// Sets allocation state when opening a store.
+    pub fn set_allocation(&self, next_pid: PageId, free_pids: Vec<PageId>) -> Result<()> {
+        if next_pid as usize > self.states.len() {
+            return Err(Error::InvalidArgument(format!(
+                "store has {next_pid} pages, more than max_store_bytes allows"
+            )));
+        }
+        self.next_pid.store(next_pid, Ordering::Release);
+        *self.free_pids.lock().unwrap_or_else(|e| e.into_inner()) = free_pids;
+        Ok(())
+    }
+
+    /// The freed page ids (for persisting at close).
+    pub fn free_page_ids(&self) -> Vec<PageId> {
+        self.free_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The first write-back error, if any: the store is then unsafe to trust.
+    pub fn write_error(&self) -> Option<String> {
+        self.write_error
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    #[inline]
+    fn state(&self, pid: PageId) -> &PageState {
+        self.states.get(pid as usize)
+    }
+
+    #[inline]
+    fn frame_ptr(&self, frame: u32) -> *mut u8 {
+        debug_assert!(frame < self.frame_count);
+        // SAFETY: frame < frame_count keeps the pointer inside the pool.
+        unsafe { self.pool_ptr.add(frame as usize * PAGE_SIZE) }
+    }
+
+    /// Frame holding `pid`, if any (must be re-validated by the caller).
+    #[inline]
+    fn frame_of(&self, pid: PageId) -> Option<u32> {
+        let f = self.frame_of.get(pid as usize).load(Ordering::Acquire);
+        (f != 0 && f <= self.frame_count).then(|| f - 1)
+    }
+
+    fn check_pid(&self, pid: PageId) -> std::result::Result<(), OpError> {
+        if pid >= self.next_page_id() || pid as usize >= self.states.len() {
+            return Err(OpError::Fatal(Error::Corrupt(format!(
+                "reference to page {pid}, beyond the {} allocated",
+                self.next_page_id()
+            ))));
+        }
+        Ok(())
+    }
+
+    /// Optimistic latch: no write to shared memory on the fast path.
+    #[inline]
+    pub fn fix_optimistic(&self, pid: PageId) -> std::result::Result<GuardO<'_>, OpError> {
+        self.check_pid(pid)?;
+        let state = self.state(pid);
+        let word = state.load();
+        if !readable(word) {
+            return Err(if state_of(word) == EVICTED {
+                Restart::Load(pid)
+            } else {
+                Restart::Retry
+            }
+            .into());
+        }
+        let frame = self.frame_of(pid).ok_or(Restart::Retry)?;
+        state.touch(word);
+        Ok(GuardO {
+            bm: self,
+            pid,
+            version: version_of(word),
+            frame,
+        })
+    }
+
+    /// Shared latch.
+    pub fn fix_shared(&self, pid: PageId) -> std::result::Result<GuardS<'_>, OpError> {
+        self.check_pid(pid)?;
+        let state = self.state(pid);
+        let word = state.load();
+        if state_of(word) == EVICTED {
+            return Err(Restart::Load(pid).into());
+        }
+        if !state.try_lock_s() {
+            return Err(Restart::Retry.into());
+        }
+        match self.frame_of(pid) {
+            Some(frame) => Ok(GuardS {
+                bm: self,
+                pid,
+                frame,
+            }),
+            None => {
+                state.unlock_s();
+                Err(Restart::Retry.into())
+            }
+        }
+    }
+
+    /// Exclusive latch.
+    pub fn fix_exclusive(&self, pid: PageId) -> std::result::Result<GuardX<'_>, OpError> {
+        self.fix_optimistic(pid)?.upgrade()
+    }
+
+    fn alloc_pid(&self) -> Result<PageId> {
+        if let Some(pid) = self
+            .free_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop()
+        {
+            return Ok(pid);
+        }
+        let pid = self.next_pid.fetch_add(1, Ordering::AcqRel);
+        if pid as usize >= self.states.len() {
+            self.next_pid.fetch_sub(1, Ordering::AcqRel);
+            return Err(Error::Full(format!("{pid} pages reach max_store_bytes")));
+        }
+        let need_bytes = (pid + 1) * PAGE_SIZE as u64;
+        let have_bytes = self.storage.capacity_bytes();
+        if need_bytes > have_bytes {
+            let step = (have_bytes / 4).max(64 << 20);
+            self.storage.grow_to(need_bytes.max(have_bytes + step))?;
+        }
+        Ok(pid)
+    }
+
+    fn record_write_error(&self, message: String) {
+        let mut slot = self.write_error.lock().unwrap_or_else(|e| e.into_inner());
+        if slot.is_none() {
+            *slot = Some(message);
+        }
+    }
+}
+
+/// An optimistic latch: read, then [`GuardO::validate`]; a failed validation
+/// means the read may have seen garbage and the operation restarts.
+pub struct GuardO<'a> {
+    bm: &'a BufferManager,
+    pid: PageId,
+    version: u64,
+    frame: u32,
+}
+
+impl<'a> GuardO<'a> {
+    /// The page id.
+    pub fn pid(&self) -> PageId {
+        self.pid
+    }
+
+    /// The page bytes, possibly being changed by a writer: every read must
+    /// be validated before its result is used.
+    #[inline]
+    pub fn page(&self) -> &[u8; PAGE_SIZE] {
+        // SAFETY: the frame is part of the pool for the manager's lifetime.
+        // A concurrent writer may change the bytes (optimistic latching): the
+        // node code reading them is bounds-checked and never trusts them,
+        // and results are used only after `validate` succeeds.
+        unsafe { &*(self.bm.frame_ptr(self.frame) as *const [u8; PAGE_SIZE]) }
+    }
+
+    /// True when nobody changed or evicted the page since the fix.
+    #[inline]
+    pub fn validate(&self) -> bool {
+        let word = self.bm.state(self.pid).load();
+        version_of(word) == self.version && readable(word)
+    }
+
+    /// [`GuardO::validate`] as a restart.
+    #[inline]
+    pub fn check(&self) -> std::result::Result<(), Restart> {
+        if self.validate() {
+            Ok(())
+        } else {
+            Err(Restart::Retry)
+        }
+    }
+
+    /// Turns the optimistic latch into an exclusive one if nothing changed.
+    pub fn upgrade(self) -> std::result::Result<GuardX<'a>, OpError> {
+        let state = self.bm.state(self.pid);
+        let word = state.load();
+        if version_of(word) != self.version || !state.try_lock_x(word) {
+            return Err(Restart::Retry.into());
+        }
+        Ok(GuardX {
+            bm: self.bm,
+            pid: self.pid,
+            frame: self.frame,
+        })
+    }
+}
+
+/// A shared latch: the page does not change while it is held.
+pub struct GuardS<'a> {
+    bm: &'a BufferManager,
+    pid: PageId,
+    frame: u32,
+}
+
+impl GuardS<'_> {
+    /// The page id.
+    pub fn pid(&self) -> PageId {
+        self.pid
+    }
+
+    /// The page bytes, stable while the latch is held.
+    pub fn page(&self) -> &[u8; PAGE_SIZE] {
+        // SAFETY: a shared latch excludes writers and eviction.
+        unsafe { &*(self.bm.frame_ptr(self.frame) as *const [u8; PAGE_SIZE]) }
+    }
+}
+
+impl Drop for GuardS<'_> {
+    fn drop(&mut self) {
+        self.bm.state(self.pid).unlock_s();
+    }
+}
+
+/// An exclusive latch: the holder alone reads and writes the page.
+pub struct GuardX<'a> {
+    bm: &'a BufferManager,
+    pid: PageId,
+    frame: u32,
+}
+
+impl GuardX<'_> {
+    /// The page id.
+    pub fn pid(&self) -> PageId {
+        self.pid
+    }
+
+    /// The page bytes.
+    pub fn page(&self) -> &[u8; PAGE_SIZE] {
+        // SAFETY: the exclusive latch excludes all writers.
+        unsafe { &*(self.bm.frame_ptr(self.frame) as *const [u8; PAGE_SIZE]) }
+    }
+
+    /// The page bytes for writing; marks the page dirty.
+    pub fn page_mut(&mut self) -> &mut [u8; PAGE_SIZE] {
+        self.bm.frame_dirty[self.frame as usize].store(true, Ordering::Relaxed);
+        // SAFETY: the exclusive latch excludes every other access that is
+        // trusted; optimistic readers validate and discard what they read.
+        unsafe { &mut *(self.bm.frame_ptr(self.frame) as *mut [u8; PAGE_SIZE]) }
+    }
+
+    /// Frees the page: its id goes to the free list, its frame back to the
+    /// owning worker on its next clock sweep.
+    pub fn free(self) {
+        let bm = self.bm;
+        bm.frame_dirty[self.frame as usize].store(false, Ordering::Relaxed);
+        bm.frame_of
+            .get(self.pid as usize)
+            .store(0, Ordering::Release);
+        bm.frame_pid[self.frame as usize].store(FREED_PAGE, Ordering::Release);
+        bm.state(self.pid).unlock_x_into(EVICTED);
+        bm.free_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(self.pid);
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for GuardX<'_> {
+    fn drop(&mut self) {
+        self.bm.state(self.pid).unlock_x_into(UNLOCKED);
+    }
+}
+
+/// What starting a load found.
+#[derive(Debug, PartialEq, Eq)]
+pub enum LoadStart {
+    /// The page is in memory already.
+    Resident,
+    /// This task's read was submitted; it will be woken.
+    Started,
+    /// Another task (maybe on another worker) is loading or latching it.
+    Busy,
+    /// No free frame or I/O slot now: yield and try again.
+    NoFrame,
+}
+
+/// Counters of one worker.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WorkerIoStats {
+    /// Pages read.
+    pub page_reads: u64,
+    /// Pages written back.
+    pub page_writes: u64,
+    /// Pages evicted.
+    pub evictions: u64,
+}
+
+/// One worker's part of the buffer manager: its frames, free list, clock
+/// hand and I/O channel. Lives on the worker thread.
+pub struct WorkerBuffer {
+    /// Declared first so it drops (waiting for in-flight I/O) before `bm`,
+    /// which may own the pool the I/O targets.
+    channel: IoChannel,
+    bm: Arc<BufferManager>,
+    first_frame: u32,
+    end_frame: u32,
+    free_frames: Vec<u32>,
+    clock_hand: u32,
+    free_target: usize,
+    /// The task waiting for the read into each of this worker's frames.
+    read_waiters: Vec<Option<TaskId>>,
+    writes_in_flight: usize,
+    completions: Vec<IoCompletion>,
+    load_errors: Vec<(TaskId, Error)>,
+    /// Counters.
+    pub stats: WorkerIoStats,
+}
+
+impl WorkerBuffer {
+    /// The buffer part of worker `worker`, with its own I/O channel.
+    pub fn new(
+        bm: Arc<BufferManager>,
+        worker: usize,
+        io_config: &IoConfig,
+    ) -> Result<WorkerBuffer> {
+        let (first_frame, end_frame) = bm.partitions[worker];
+        let frames = (end_frame - first_frame) as usize;
+        let mut channel = IoChannel::new(bm.storage.clone(), io_config)?;
+        let (ptr, len) = bm.pool_region();
+        // SAFETY: the pool lives in `bm`, which this WorkerBuffer keeps alive
+        // for longer than the channel (field order: channel drops first).
+        unsafe { channel.register_buffers(&[(ptr, len)]) };
+        let free_target = (frames * bm.free_target_pct as usize / 100).max(2);
+        Ok(WorkerBuffer {
+            channel,
+            first_frame,
+            end_frame,
+            free_frames: (first_frame..end_frame).rev().collect(),
+            clock_hand: first_frame,
+            free_target,
+            read_waiters: vec![None; frames],
+            writes_in_flight: 0,
+            completions: Vec::with_capacity(io_config.depth as usize),
+            load_errors: Vec::new(),
+            stats: WorkerIoStats::default(),
+            bm,
+        })
+    }
+
+    /// The shared manager.
+    pub fn manager(&self) -> &BufferManager {
+        &self.bm
+    }
+
+    /// Notes of the I/O channel (fallbacks).
+    pub fn io_notes(&self) -> &[String] {
+        self.channel.notes()
+    }
+
+    /// Reads and writes in flight.
+    pub fn io_in_flight(&self) -> usize {
+        self.channel.in_flight()
+    }
+
+    /// Starts loading `pid` for `task` (see [`LoadStart`]).
+    pub fn start_load(&mut self, pid: PageId, task: TaskId) -> Result<LoadStart> {
+        if let Err(OpError::Fatal(e)) = self.bm.check_pid(pid) {
+            return Err(e);
+        }
+        let state = self.bm.state(pid);
+        let word = state.load();
+        match state_of(word) {
+            EVICTED => {}
+            LOADING | LOCKED => return Ok(LoadStart::Busy),
+            _ => return Ok(LoadStart::Resident),
+        }
+        if self.channel.free() == 0 {
+            return Ok(LoadStart::NoFrame);
+        }
+        let Some(frame) = self.free_frames.pop() else {
+            return Ok(LoadStart::NoFrame);
+        };
+        if !state.cas(word, make(LOADING, version_of(word))) {
+            self.free_frames.push(frame);
+            return Ok(LoadStart::Busy);
+        }
+        self.bm.frame_pid[frame as usize].store(pid, Ordering::Release);
+        let req = IoRequest::read(
+            pid * PAGE_SIZE as u64,
+            self.bm.frame_ptr(frame),
+            PAGE_SIZE as u32,
+            u64::from(frame),
+        );
+        // SAFETY: the frame is ours (taken from the free list) and holds a
+        // page in LOADING state: nobody trusts its bytes until completion.
+        if let Err(e) = unsafe { self.channel.push(req) } {
+            self.bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
+            self.free_frames.push(frame);
+            state
+                .0
+                .store(make(EVICTED, version_of(word) + 1), Ordering::Release);
+            return Err(e.into());
+        }
+        self.read_waiters[(frame - self.first_frame) as usize] = Some(task);
+        self.stats.page_reads += 1;
+        Ok(LoadStart::Started)
+    }
+
+    /// The error of a failed load for `task`, if any (taken once).
+    pub fn take_load_error(&mut self, task: TaskId) -> Option<Error> {
+        let i = self.load_errors.iter().position(|(t, _)| *t == task)?;
+        Some(self.load_errors.swap_remove(i).1)
+    }
+
+    /// Allocates a new page, exclusively latched and zeroed.
+    /// `bm` must be this worker's manager; it gives the guard its lifetime
+    /// independently of `self`.
+    pub fn alloc_page<'b>(
+        &mut self,
+        bm: &'b BufferManager,
+    ) -> std::result::Result<GuardX<'b>, OpError> {
+        assert!(
+            std::ptr::eq(bm, &*self.bm),
+            "alloc_page with a foreign buffer manager"
+        );
+        let Some(&frame) = self.free_frames.last() else {
+            return Err(Restart::NoFrame.into());
+        };
+        let pid = bm.alloc_pid()?;
+        self.free_frames.pop();
+        let state = bm.state(pid);
+        let word = state.load();
+        debug_assert_eq!(state_of(word), EVICTED, "allocated page {pid} is in memory");
+        // SAFETY: the frame came from our free list: no one else uses it.
+        unsafe { std::ptr::write_bytes(bm.frame_ptr(frame), 0, PAGE_SIZE) };
+        bm.frame_pid[frame as usize].store(pid, Ordering::Release);
+        bm.frame_dirty[frame as usize].store(true, Ordering::Relaxed);
+        bm.frame_of
+            .get(pid as usize)
+            .store(frame + 1, Ordering::Release);
+        state
+            .0
+            .store(make(LOCKED, version_of(word) + 1), Ordering::Release);
+        Ok(GuardX { bm, pid, frame })
+    }
+
+    /// Submits queued I/O in one batch.
+    pub fn submit(&mut self) -> Result<usize> {
+        self.channel.submit()
+    }
+
+    /// Whether eviction should run now.
+    pub fn needs_eviction(&self) -> bool {
+        self.free_frames.len() + self.writes_in_flight < self.free_target
+    }
+
+    /// One clock batch over this worker's frames, if below the free target.
+    pub fn evict(&mut self) {
+        if !self.needs_eviction() {
+            return;
+        }
+        let frames = (self.end_frame - self.first_frame) as usize;
+        let mut wanted = self.free_target + self.free_target / 2 + 1
+            - self.free_frames.len()
+            - self.writes_in_flight;
+        let mut scanned = 0;
+        while wanted > 0 && scanned < 2 * frames && self.channel.free() > 0 {
+            let frame = self.clock_hand;
+            self.clock_hand = if frame + 1 == self.end_frame {
+                self.first_frame
+            } else {
+                frame + 1
+            };
+            scanned += 1;
+            if self.evict_frame(frame) {
+                wanted -= 1;
+            }
+        }
+    }
+
+    /// Ages or evicts one frame; true when a frame is (or will be) freed.
+    fn evict_frame(&mut self, frame: u32) -> bool {
+        let bm = &*self.bm;
+        let pid = bm.frame_pid[frame as usize].load(Ordering::Acquire);
+        if pid == NO_PAGE {
+            return false;
+        }
+        if pid == FREED_PAGE {
+            bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
+            self.free_frames.push(frame);
+            return true;
+        }
+        let state = bm.state(pid);
+        let word = state.load();
+        match state_of(word) {
+            UNLOCKED => {
+                let _ = state.cas(word, make(MARKED, version_of(word)));
+                false
+            }
+            MARKED if state.try_lock_x(word) => {
+                debug_assert_eq!(bm.frame_of(pid), Some(frame));
+                if bm.frame_dirty[frame as usize].load(Ordering::Relaxed) {
+                    self.write_back(pid, frame)
+                } else {
+                    self.drop_page(pid, frame);
+                    true
+                }
+            }
+            _ => false,
+        }
+    }
+
+    /// Pushes the write of an exclusively latched dirty page.
+    fn write_back(&mut self, pid: PageId, frame: u32) -> bool {
+        let ptr = self.bm.frame_ptr(frame);
+        // SAFETY: we hold the page's exclusive latch.
+        seal_page(unsafe { &mut *(ptr as *mut [u8; PAGE_SIZE]) }, pid);
+        let req = IoRequest::write(
+            pid * PAGE_SIZE as u64,
+            ptr,
+            PAGE_SIZE as u32,
+            WRITE_TAG | u64::from(frame),
+        );
+        // SAFETY: the page stays exclusively latched until the completion.
+        match unsafe { self.channel.push(req) } {
+            Ok(()) => {
+                self.writes_in_flight += 1;
+                self.stats.page_writes += 1;
+                true
+            }
+            Err(_) => {
+                self.bm.state(pid).unlock_x_into(UNLOCKED);
+                false
+            }
+        }
+    }
+
+    /// Evicts an exclusively latched clean page and frees its frame.
+    fn drop_page(&mut self, pid: PageId, frame: u32) {
+        let bm = &*self.bm;
+        bm.frame_of.get(pid as usize).store(0, Ordering::Release);
+        bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
+        bm.state(pid).unlock_x_into(EVICTED);
+        self.free_frames.push(frame);
+        self.stats.evictions += 1;
+    }
+
+    /// Reaps completions without blocking (or blocking for at least one when
+    /// `block`), waking the tasks whose pages arrived.
+    pub fn poll(&mut self, block: bool, wake: &mut dyn FnMut(TaskId)) -> Result<usize> {
+        let mut completions = std::mem::take(&mut self.completions);
+        completions.clear();
+        if block && self.channel.in_flight() > 0 {
+            self.channel.wait(1, &mut completions)?;
+        } else {
+            self.channel.poll(&mut completions)?;
+        }
+        let count = completions.len();
+        for c in completions.drain(..) {
+            self.complete(c, wake);
+        }
+        self.completions = completions;
+        Ok(count)
+    }
+
+    fn complete(&mut self, c: IoCompletion, wake: &mut dyn FnMut(TaskId)) {
+        let frame = (c.user_data & !WRITE_TAG) as u32;
+        let bm = &*self.bm;
+        let pid = bm.frame_pid[frame as usize].load(Ordering::Acquire);
+        if c.user_data & WRITE_TAG != 0 {
+            self.writes_in_flight -= 1;
+            match c.result {
+                Ok(()) => {
+                    bm.frame_dirty[frame as usize].store(false, Ordering::Relaxed);
+                    self.drop_page(pid, frame);
+                }
+                Err(e) => {
+                    bm.record_write_error(e.to_string());
+                    bm.state(pid).unlock_x_into(UNLOCKED);
+                }
+            }
+            return;
+        }
+        let waiter = self.read_waiters[(frame - self.first_frame) as usize].take();
+        let outcome = match c.result {
+            Ok(()) => {
+                // SAFETY: the page is LOADING and the read has completed: the
+                // loader alone may look at the frame.
+                verify_page(
+                    unsafe { &*(bm.frame_ptr(frame) as *const [u8; PAGE_SIZE]) },
+                    pid,
+                )
+            }
+            Err(e) => Err(e.into()),
+        };
+        let state = bm.state(pid);
+        let version = version_of(state.load());
+        match outcome {
+            Ok(()) => {
+                bm.frame_dirty[frame as usize].store(false, Ordering::Relaxed);
+                bm.frame_of
+                    .get(pid as usize)
+                    .store(frame + 1, Ordering::Release);
+                state
+                    .0
+                    .store(make(UNLOCKED, version + 1), Ordering::Release);
+            }
+            Err(e) => {
+                bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
+                self.free_frames.push(frame);
+                state.0.store(make(EVICTED, version + 1), Ordering::Release);
+                if let Some(task) = waiter {
+                    self.load_errors.push((task, e));
+                }
+            }
+        }
+        if let Some(task) = waiter {
+            wake(task);
+        }
+    }
+
+    /// Writes back every dirty page in this worker's frames and waits.
+    /// Pages stay in memory, clean. Call with no task running.
+    pub fn flush_dirty(&mut self) -> Result<()> {
+        let mut wake_none = |_t: TaskId| {};
+        for frame in self.first_frame..self.end_frame {
+            let bm = self.bm.clone();
+            let pid = bm.frame_pid[frame as usize].load(Ordering::Acquire);
+            if pid >= FREED_PAGE || !bm.frame_dirty[frame as usize].load(Ordering::Relaxed) {
+                continue;
+            }
+            let state = bm.state(pid);
+            let word = state.load();
+            if !state.try_lock_x(word) {
+                return Err(Error::InvalidArgument(format!(
+                    "page {pid} is latched during flush"
+                )));
+            }
+            let ptr = bm.frame_ptr(frame);
+            // SAFETY: exclusive latch held.
+            seal_page(unsafe { &mut *(ptr as *mut [u8; PAGE_SIZE]) }, pid);
+            while self.channel.free() == 0 {
+                self.drain_flush_writes(&mut wake_none)?;
+            }
+            let req = IoRequest::write(
+                pid * PAGE_SIZE as u64,
+                ptr,
+                PAGE_SIZE as u32,
+                u64::from(frame) | (1 << 62),
+            );
+            // SAFETY: latched until its completion is drained below.
+            unsafe { self.channel.push(req) }?;
+            self.stats.page_writes += 1;
+        }
+        while self.channel.in_flight() > 0 {
+            self.drain_flush_writes(&mut wake_none)?;
+        }
+        match self.bm.write_error() {
+            Some(e) => Err(Error::Unsupported(format!("a page write failed: {e}"))),
+            None => Ok(()),
+        }
+    }
+
+    fn drain_flush_writes(&mut self, wake: &mut dyn FnMut(TaskId)) -> Result<()> {
+        let mut done = Vec::new();
+        self.channel.wait(1, &mut done)?;
+        for c in done {
+            if c.user_data & (1 << 62) == 0 {
+                self.complete(c, wake);
+                continue;
+            }
+            let frame = (c.user_data & !(1 << 62)) as u32;
+            let pid = self.bm.frame_pid[frame as usize].load(Ordering::Acquire);
+            match c.result {
+                Ok(()) => self.bm.frame_dirty[frame as usize].store(false, Ordering::Relaxed),
+                Err(e) => self.bm.record_write_error(e.to_string()),
+            }
+            self.bm.state(pid).unlock_x_into(UNLOCKED);
+        }
+        Ok(())
+    }
+}
+
+/// Stamps the page id and the checksum into the common header.
+pub fn seal_page(page: &mut [u8; PAGE_SIZE], pid: PageId) {
+    page[8..16].copy_from_slice(&pid.to_le_bytes());
+    let crc = crc32c::crc32c(&page[4..]);
+    page[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Checks the checksum and page id of a page read from disk.
+pub fn verify_page(page: &[u8; PAGE_SIZE], pid: PageId) -> Result<()> {
+    let stored = u32::from_le_bytes(page[0..4].try_into().expect("4 bytes"));
+    let computed = crc32c::crc32c(&page[4..]);
+    if stored != computed {
+        return Err(Error::Corrupt(format!(
+            "page {pid}: checksum {stored:#010x} does not match contents ({computed:#010x})"
+        )));
+    }
+    let stored_pid = u64::from_le_bytes(page[8..16].try_into().expect("8 bytes"));
+    if stored_pid != pid {
+        return Err(Error::Corrupt(format!(
+            "page {pid} holds the contents of page {stored_pid}"
+        )));
+    }
+    Ok(())
+}

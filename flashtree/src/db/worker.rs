@@ -1,0 +1,220 @@
+//! Worker threads: one per core, each with its own executor, buffer part
+//! and I/O channel. The loop (seed 000 §3.3, figure 9):
+//!
+//! 1. take new jobs from the inbox (they spawn tasks);
+//! 2. run every ready task once;
+//! 3. submit the I/O the tasks queued, in one batch;
+//! 4. evict if free frames are below the target (dirty pages are written
+//!    asynchronously), and submit those writes;
+//! 5. poll completions (blocking only when no task is ready and I/O is in
+//!    flight) and wake the tasks whose pages arrived.
+//!
+//! A worker with no tasks and no I/O sleeps on its inbox; there is no other
+//! thread in the engine.
+
+use crate::buffer::{OpError, Restart, WorkerBuffer, WorkerIoStats};
+use crate::error::{Error, Result};
+use crate::io::IoConfig;
+use crate::sched::{current_task, park_current, yield_now, Executor};
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex};
+use std::task::{Context, Poll};
+
+/// Work handed to a worker: it runs on the worker thread and spawns tasks.
+pub(crate) type Job = Box<dyn FnOnce(&mut Executor) + Send>;
+
+/// What other threads share with one worker.
+#[derive(Default)]
+pub(crate) struct WorkerShared {
+    queue: Mutex<VecDeque<Job>>,
+    queued: AtomicUsize,
+    signal: Condvar,
+    pub(crate) page_reads: AtomicU64,
+    pub(crate) page_writes: AtomicU64,
+    pub(crate) evictions: AtomicU64,
+}
+
+impl WorkerShared {
+    pub(crate) fn push(&self, job: Job) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        queue.push_back(job);
+        self.queued.fetch_add(1, Ordering::Release);
+        self.signal.notify_one();
+    }
+
+    pub(crate) fn wake(&self) {
+        let _queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.signal.notify_one();
+    }
+
+    fn take_jobs(&self, out: &mut Vec<Job>) {
+        if self.queued.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.queued.store(0, Ordering::Release);
+        out.extend(queue.drain(..));
+    }
+
+    fn sleep_until_job(&self, shutdown: &AtomicBool) {
+        let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        while queue.is_empty() && !shutdown.load(Ordering::Acquire) {
+            queue = self.signal.wait(queue).unwrap_or_else(|e| e.into_inner());
+        }
+    }
+
+    fn publish(&self, stats: &WorkerIoStats) {
+        self.page_reads.store(stats.page_reads, Ordering::Relaxed);
+        self.page_writes.store(stats.page_writes, Ordering::Relaxed);
+        self.evictions.store(stats.evictions, Ordering::Relaxed);
+    }
+}
+
+thread_local! {
+    static LOCAL: Cell<*mut WorkerBuffer> = const { Cell::new(std::ptr::null_mut()) };
+    static LOCAL_IN_USE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Runs `f` with this worker's buffer part. Only inside a task on a worker.
+pub(crate) fn with_local<R>(f: impl FnOnce(&mut WorkerBuffer) -> R) -> R {
+    let ptr = LOCAL.with(|l| l.get());
+    assert!(
+        !ptr.is_null(),
+        "flashtree task code running outside a worker"
+    );
+    let reentered = LOCAL_IN_USE.with(|u| u.replace(true));
+    debug_assert!(!reentered, "with_local re-entered");
+    // SAFETY: the worker loop set the pointer to a WorkerBuffer it owns for
+    // the thread's lifetime and touches it only between task polls; tasks
+    // borrow it only inside this call, never across an await, and the
+    // re-entry flag rules out two borrows at once.
+    let result = f(unsafe { &mut *ptr });
+    LOCAL_IN_USE.with(|u| u.set(false));
+    result
+}
+
+/// Resolves once, after being parked and woken (by the read's completion).
+struct Parked {
+    parked: bool,
+}
+
+impl Future for Parked {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.parked {
+            return Poll::Ready(());
+        }
+        self.parked = true;
+        park_current();
+        Poll::Pending
+    }
+}
+
+/// Brings `pid` into memory (or waits for whoever is loading it).
+async fn load_page(pid: u64) -> Result<()> {
+    let task = current_task().expect("load_page outside a task");
+    match with_local(|wb| wb.start_load(pid, task))? {
+        crate::buffer::LoadStart::Started => {
+            Parked { parked: false }.await;
+            match with_local(|wb| wb.take_load_error(task)) {
+                Some(e) => Err(e),
+                None => Ok(()),
+            }
+        }
+        crate::buffer::LoadStart::Resident => Ok(()),
+        crate::buffer::LoadStart::Busy | crate::buffer::LoadStart::NoFrame => {
+            yield_now().await;
+            Ok(())
+        }
+    }
+}
+
+/// Runs a synchronous tree operation to completion: loads what it misses,
+/// yields on conflicts, restarts. Sets `missed` when a page had to be read.
+pub(crate) async fn run_op<T>(
+    missed: &Cell<bool>,
+    mut op: impl FnMut(&mut WorkerBuffer) -> std::result::Result<T, OpError>,
+) -> Result<T> {
+    loop {
+        match with_local(&mut op) {
+            Ok(v) => return Ok(v),
+            Err(OpError::Fatal(e)) => return Err(e),
+            Err(OpError::Restart(Restart::Load(pid))) => {
+                missed.set(true);
+                load_page(pid).await?;
+            }
+            Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => yield_now().await,
+        }
+    }
+}
+
+/// The body of worker thread `index`. Reports start-up through `started`;
+/// returns the result of the final flush.
+pub(crate) fn worker_main(
+    bm: Arc<crate::buffer::BufferManager>,
+    shared: Arc<Vec<WorkerShared>>,
+    index: usize,
+    io_config: IoConfig,
+    shutdown: Arc<AtomicBool>,
+    started: std::sync::mpsc::Sender<Result<Vec<String>>>,
+) -> Result<()> {
+    let wb = match WorkerBuffer::new(bm, index, &io_config) {
+        Ok(wb) => wb,
+        Err(e) => {
+            let _ = started.send(Err(e));
+            return Ok(());
+        }
+    };
+    let _ = started.send(Ok(wb.io_notes().to_vec()));
+    let wb_ptr = Box::into_raw(Box::new(wb));
+    LOCAL.with(|l| l.set(wb_ptr));
+    let me = &shared[index];
+    let mut exec = Executor::new();
+    let mut jobs = Vec::new();
+    let mut loop_error: Option<Error> = None;
+    loop {
+        me.take_jobs(&mut jobs);
+        for job in jobs.drain(..) {
+            job(&mut exec);
+        }
+        exec.run_ready();
+        // SAFETY: no task is running; the loop is the only user now.
+        let wb = unsafe { &mut *wb_ptr };
+        if let Err(e) = step_io(wb, &mut exec) {
+            eprintln!("flashtree worker {index}: I/O error: {e}");
+            loop_error.get_or_insert(e);
+        }
+        me.publish(&wb.stats);
+        if exec.task_count() == 0 && wb.io_in_flight() == 0 {
+            if shutdown.load(Ordering::Acquire) && me.queued.load(Ordering::Acquire) == 0 {
+                break;
+            }
+            me.sleep_until_job(&shutdown);
+        }
+    }
+    // SAFETY: all tasks are done; reclaim the box made above.
+    let mut wb = unsafe { Box::from_raw(wb_ptr) };
+    LOCAL.with(|l| l.set(std::ptr::null_mut()));
+    let flushed = wb.flush_dirty();
+    me.publish(&wb.stats);
+    drop(wb);
+    match loop_error {
+        Some(e) => Err(e),
+        None => flushed,
+    }
+}
+
+fn step_io(wb: &mut WorkerBuffer, exec: &mut Executor) -> Result<()> {
+    wb.submit()?;
+    if wb.needs_eviction() {
+        wb.evict();
+        wb.submit()?;
+    }
+    let block = exec.ready_count() == 0 && wb.io_in_flight() > 0;
+    wb.poll(block, &mut |task| exec.wake(task))?;
+    Ok(())
+}

@@ -1,0 +1,210 @@
+//! The per-worker task executor: lightweight tasks (Rust futures) that run
+//! cooperatively on one worker thread and never migrate.
+//!
+//! A task runs until it must wait. It then returns `Pending` either
+//! *parked* (it registered for a wake-up, e.g. its page read is in flight:
+//! the worker loop wakes it when the completion arrives) or *yielding* (it
+//! will retry, e.g. a latch conflict or a page another worker is loading:
+//! it goes to the back of the ready queue). Tasks find out which they are
+//! through [`current_task`] and [`park_current`], valid while the executor
+//! polls them. Wakers are not used inside the engine: every wake-up comes
+//! from this worker's own loop, so no cross-thread signalling is needed.
+
+use std::cell::Cell;
+use std::collections::VecDeque;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+
+/// Index of a task in its worker's task table.
+pub type TaskId = u32;
+
+thread_local! {
+    static CURRENT_TASK: Cell<Option<TaskId>> = const { Cell::new(None) };
+    static PARKED: Cell<bool> = const { Cell::new(false) };
+}
+
+/// The task being polled on this thread (None outside of a task).
+#[inline]
+pub fn current_task() -> Option<TaskId> {
+    CURRENT_TASK.with(|c| c.get())
+}
+
+/// Marks the running task as waiting for an explicit wake-up: the executor
+/// will not poll it again until [`Executor::wake`] names it.
+#[inline]
+pub fn park_current() {
+    PARKED.with(|p| p.set(true));
+}
+
+/// A future that yields once: the task goes to the back of the ready queue.
+pub fn yield_now() -> YieldNow {
+    YieldNow { yielded: false }
+}
+
+/// See [`yield_now`].
+pub struct YieldNow {
+    yielded: bool,
+}
+
+impl Future for YieldNow {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        Poll::Pending
+    }
+}
+
+type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
+
+/// One worker's tasks.
+pub struct Executor {
+    tasks: Vec<Option<BoxedTask>>,
+    free_ids: Vec<TaskId>,
+    ready: VecDeque<TaskId>,
+    /// Tasks parked, waiting for a wake.
+    parked_count: usize,
+}
+
+impl Default for Executor {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Executor {
+    /// An executor with no tasks.
+    pub fn new() -> Executor {
+        Executor {
+            tasks: Vec::new(),
+            free_ids: Vec::new(),
+            ready: VecDeque::new(),
+            parked_count: 0,
+        }
+    }
+
+    /// Adds a task, ready to run.
+    pub fn spawn(&mut self, task: impl Future<Output = ()> + 'static) -> TaskId {
+        let boxed: BoxedTask = Box::pin(task);
+        let id = match self.free_ids.pop() {
+            Some(id) => {
+                self.tasks[id as usize] = Some(boxed);
+                id
+            }
+            None => {
+                self.tasks.push(Some(boxed));
+                (self.tasks.len() - 1) as TaskId
+            }
+        };
+        self.ready.push_back(id);
+        id
+    }
+
+    /// Makes a parked task ready.
+    pub fn wake(&mut self, id: TaskId) {
+        debug_assert!(
+            self.tasks.get(id as usize).is_some_and(Option::is_some),
+            "wake of unknown task {id}"
+        );
+        self.parked_count -= 1;
+        self.ready.push_back(id);
+    }
+
+    /// Live tasks.
+    pub fn task_count(&self) -> usize {
+        self.tasks.len() - self.free_ids.len()
+    }
+
+    /// Tasks ready to run.
+    pub fn ready_count(&self) -> usize {
+        self.ready.len()
+    }
+
+    /// Tasks waiting for a wake.
+    pub fn parked_count(&self) -> usize {
+        self.parked_count
+    }
+
+    /// Polls each task that is ready now once (tasks that yield are polled
+    /// again in the next round, after the loop has done its I/O work).
+    /// Returns how many were polled.
+    pub fn run_ready(&mut self) -> usize {
+        let mut cx = Context::from_waker(Waker::noop());
+        let round = self.ready.len();
+        for _ in 0..round {
+            let Some(id) = self.ready.pop_front() else {
+                break;
+            };
+            let Some(task) = self.tasks[id as usize].as_mut() else {
+                continue;
+            };
+            CURRENT_TASK.with(|c| c.set(Some(id)));
+            PARKED.with(|p| p.set(false));
+            let poll = task.as_mut().poll(&mut cx);
+            CURRENT_TASK.with(|c| c.set(None));
+            match poll {
+                Poll::Ready(()) => {
+                    self.tasks[id as usize] = None;
+                    self.free_ids.push(id);
+                }
+                Poll::Pending if PARKED.with(|p| p.get()) => self.parked_count += 1,
+                Poll::Pending => self.ready.push_back(id),
+            }
+        }
+        round
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::rc::Rc;
+
+    #[test]
+    fn tasks_yield_park_and_finish() {
+        let mut exec = Executor::new();
+        let log = Rc::new(std::cell::RefCell::new(Vec::new()));
+        for i in 0..3 {
+            let log = log.clone();
+            exec.spawn(async move {
+                log.borrow_mut().push((i, 0));
+                yield_now().await;
+                log.borrow_mut().push((i, 1));
+            });
+        }
+        let parked_log = log.clone();
+        let parked = exec.spawn(async move {
+            let mut first = true;
+            std::future::poll_fn(|_| {
+                if first {
+                    first = false;
+                    park_current();
+                    Poll::Pending
+                } else {
+                    Poll::Ready(())
+                }
+            })
+            .await;
+            parked_log.borrow_mut().push((9, 9));
+        });
+        exec.run_ready();
+        assert_eq!(exec.parked_count(), 1);
+        assert_eq!(exec.ready_count(), 3, "yielded tasks are ready again");
+        exec.run_ready();
+        assert_eq!(exec.task_count(), 1, "only the parked task is left");
+        assert_eq!(exec.run_ready(), 0, "a parked task is not polled");
+        exec.wake(parked);
+        exec.run_ready();
+        assert_eq!(exec.task_count(), 0);
+        let log = log.borrow();
+        assert_eq!(log.len(), 7);
+        assert_eq!(log[..3], [(0, 0), (1, 0), (2, 0)], "round robin");
+        assert_eq!(*log.last().unwrap(), (9, 9));
+        // Task ids are reused.
+        let id = exec.spawn(async {});
+        assert!(id < 4);
+    }
+}
