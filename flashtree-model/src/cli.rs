@@ -18,6 +18,25 @@ pub enum ModelCommand {
     Fit(FitArgs),
     /// Predict throughput from model.json.
     Predict(PredictArgs),
+    /// Choose the smallest concurrency within 5% of the best candidate.
+    Choose(ChooseArgs),
+}
+
+/// Arguments of `choose`.
+#[derive(clap::Args, Debug)]
+pub struct ChooseArgs {
+    /// The model written by `fit`.
+    #[arg(long, default_value = "model.json")]
+    pub model: PathBuf,
+    /// Share of page accesses that are random, in [0, 1].
+    #[arg(long)]
+    pub random_fraction: f64,
+    /// Operation.
+    #[arg(long, value_enum)]
+    pub op: Op,
+    /// Candidate concurrencies (requests in flight), comma-separated.
+    #[arg(long, value_delimiter = ',', default_value = "1,4,16,64,256")]
+    pub candidates: Vec<u32>,
 }
 
 /// Arguments of `fit`.
@@ -63,6 +82,7 @@ pub fn run(cmd: ModelCommand) -> Result<(), String> {
         ModelCommand::Measure(args) => measure::run(&args).map_err(|e| e.to_string()),
         ModelCommand::Fit(args) => run_fit(&args),
         ModelCommand::Predict(args) => run_predict(&args),
+        ModelCommand::Choose(args) => run_choose(&args),
     }
 }
 
@@ -123,6 +143,14 @@ fn run_predict(args: &PredictArgs) -> Result<(), String> {
             clamp
         ))
     }
+}
+
+fn run_choose(args: &ChooseArgs) -> Result<(), String> {
+    let model = DeviceModel::load(&args.model).map_err(|e| e.to_string())?;
+    let (k, reason) =
+        crate::model::choose_concurrency(&model, args.op, args.random_fraction, &args.candidates)
+            .map_err(|e| e.to_string())?;
+    print_stdout(&format!("{k}\n{reason}\n"))
 }
 
 /// Writes to stdout; a closed pipe (`… | head`) is not an error.

@@ -321,15 +321,24 @@ pub fn choose_concurrency(
         .find(|p| p.throughput_bytes_per_s >= threshold)
         .copied()
         .unwrap_or(best);
+    let smaller = predictions.iter().rev().find(|p| p.k < chosen.k);
     let reason = format!(
-        "k={} predicts {:.0} MB/s {} at random fraction {:.4}, within {:.0}% of the best candidate k={} ({:.0} MB/s); candidates {:?}{}",
+        "k={} predicts {:.0} MB/s {} at random fraction {:.4}; best candidate k={} predicts {:.0} MB/s; {}; candidates {:?}{}",
         chosen.k,
         chosen.throughput_bytes_per_s / 1e6,
         op.name(),
         random_fraction,
-        CHOOSE_TOLERANCE * 100.0,
         best.k,
         best.throughput_bytes_per_s / 1e6,
+        match smaller {
+            Some(p) => format!(
+                "next smaller k={} predicts {:.0} MB/s, more than {:.0}% below the best",
+                p.k,
+                p.throughput_bytes_per_s / 1e6,
+                CHOOSE_TOLERANCE * 100.0
+            ),
+            None => "it is the smallest candidate".to_string(),
+        },
         candidates,
         clamp_note(model, &predictions),
     );

@@ -235,7 +235,7 @@ fn open_storage(args: &MeasureArgs, plan: &Plan) -> Result<Arc<Storage>> {
         Ok(meta) => meta.len(),
         Err(_) => 0,
     };
-    let minimum_bytes = u64::from(plan.request_bytes_max) * 4096;
+    let minimum_bytes = u64::from(plan.request_bytes_max) * 64;
     if args.size < minimum_bytes {
         return Err(ModelError::invalid(
             "--size",
