@@ -1,6 +1,7 @@
 //! Benchmarks for flashtree: `iobench` (the I/O stack), `lookup` (the engine)
 //! and `compare` (flashtree against peer engines on the same workload).
 
+pub mod adapter;
 pub mod compare;
 mod fio;
 pub mod iobench;

@@ -1,0 +1,500 @@
+//! flashtree as a `flashtree_peers` engine: the same workload code that runs
+//! on RocksDB, WiredTiger and LMDB runs here on flashtree's own executor.
+//!
+//! Contract:
+//! - [`FlashtreeEngine::open`] creates the store under `EngineConfig::dir`
+//!   with a buffer pool of `EngineConfig::memory_bytes` (direct I/O), and one
+//!   named tree per table: table `i` is tree `"t{i}"`.
+//! - [`Engine::run_job`] runs `workers × tasks_per_worker` tasks with
+//!   [`Db::run`]; task `i` of `n` (i = worker × tasks_per_worker + task)
+//!   runs `job.run_task(&its_handle, i, n)` and returns its `TaskStats`.
+//! - [`FlashtreeKv`] is one task's handle: a [`TaskCtx`] plus the table →
+//!   tree map. It lives and is used only on its worker thread.
+//! - flashtree has no write-ahead log yet: dirty pages reach the file at
+//!   eviction and at close. The settings line says so.
+
+use std::any::Any;
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use flashtree::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
+use flashtree::db::{Db, Options, ScanDirection, TaskCtx, Tree};
+use flashtree::io::{BackendKind, IoConfig, PAGE_SIZE};
+use flashtree_peers::kv::check_table;
+use flashtree_peers::{
+    Concurrency, Engine, EngineConfig, EngineCounters, Job, Kv, KvError, ScanFn, TaskStats,
+};
+
+/// Engine name in reports.
+pub const ENGINE_NAME: &str = "flashtree";
+/// Default async tasks per worker: enough to keep ~128 reads in flight per
+/// core out of memory (seed 000 §3.3), few enough that TPC-C lock spinning
+/// stays cheap.
+pub const TASKS_PER_WORKER_DEFAULT: usize = 128;
+/// Most tasks per worker this adapter accepts.
+pub const TASKS_PER_WORKER_MAX: usize = 4096;
+/// Smallest I/O depth per worker channel.
+const IO_DEPTH_MIN: u32 = 512;
+
+/// How to run flashtree in a comparison (what the peers crate cannot know).
+#[derive(Clone, Debug)]
+pub struct FlashtreeSettings {
+    /// Worker threads; None: one per pinned core (or per available core).
+    pub workers: Option<usize>,
+    /// Async tasks per worker.
+    pub tasks_per_worker: usize,
+    /// I/O backend of every worker's channel.
+    pub backend: BackendKind,
+}
+
+impl Default for FlashtreeSettings {
+    fn default() -> Self {
+        FlashtreeSettings {
+            workers: None,
+            tasks_per_worker: TASKS_PER_WORKER_DEFAULT,
+            backend: BackendKind::IoUring,
+        }
+    }
+}
+
+/// An open flashtree store with one tree per table.
+pub struct FlashtreeEngine {
+    db: Db,
+    trees: Arc<Vec<Tree>>,
+    workers: usize,
+    tasks_per_worker: usize,
+    settings: String,
+}
+
+impl FlashtreeEngine {
+    /// Opens (creates) the store under `config.dir` and its tables.
+    pub fn open(config: &EngineConfig, settings: &FlashtreeSettings) -> Result<Self, String> {
+        let workers = settings
+            .workers
+            .unwrap_or_else(|| default_workers(&config.cores));
+        let tasks_per_worker = settings.tasks_per_worker;
+        if !(1..=TASKS_PER_WORKER_MAX).contains(&tasks_per_worker) {
+            return Err(format!(
+                "flashtree: tasks per worker {tasks_per_worker} outside 1..={TASKS_PER_WORKER_MAX}"
+            ));
+        }
+        let io_depth = IO_DEPTH_MIN.max(tasks_per_worker as u32);
+        let options = Options {
+            pool_bytes: config.memory_bytes,
+            workers,
+            io: IoConfig {
+                backend: settings.backend,
+                depth: io_depth,
+                ..IoConfig::default()
+            },
+            direct_io: true,
+            ..Options::default()
+        };
+        let db = Db::open(&config.dir, options).map_err(|e| format!("flashtree: open: {e}"))?;
+        let trees = (0..config.table_count)
+            .map(|table| db.tree(&format!("t{table}")))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| format!("flashtree: creating tables: {e}"))?;
+        assert_eq!(trees.len(), config.table_count as usize);
+        let pool_bytes = db.stats().pool_bytes;
+        let mut line = format!(
+            "{workers} worker(s) × {tasks_per_worker} tasks; pool {} MiB ({} pages of {PAGE_SIZE} B); \
+             direct I/O; backend {} (depth {io_depth}/worker); WAL: none (flashtree has no WAL yet; \
+             dirty pages are written at eviction and close)",
+            pool_bytes >> 20,
+            pool_bytes / PAGE_SIZE as u64,
+            settings.backend,
+        );
+        for note in db.notes() {
+            line.push_str("; ");
+            line.push_str(note);
+        }
+        Ok(FlashtreeEngine {
+            db,
+            trees: Arc::new(trees),
+            workers,
+            tasks_per_worker,
+            settings: line,
+        })
+    }
+
+    /// The open store (for tests and tools).
+    pub fn db(&self) -> &Db {
+        &self.db
+    }
+
+    /// Runs `make(handle, task_index, task_count)` on every task and returns
+    /// what each returned (any order). Blocks until all tasks finish.
+    fn run_tasks<T, F, Fut>(&self, make: F) -> Result<Vec<T>, String>
+    where
+        T: Send + 'static,
+        F: Fn(FlashtreeKv, usize, usize) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = T> + 'static,
+    {
+        let tasks_per_worker = self.tasks_per_worker;
+        let task_count = self.workers * tasks_per_worker;
+        let results = Arc::new(Mutex::new(Vec::with_capacity(task_count)));
+        let (trees, results_shared) = (self.trees.clone(), results.clone());
+        self.db
+            .run(tasks_per_worker, move |ctx| {
+                let task_index = ctx.worker() * tasks_per_worker + ctx.task_index();
+                assert!(task_index < task_count);
+                let kv = FlashtreeKv {
+                    ctx,
+                    trees: trees.clone(),
+                };
+                let task = CatchPanic(Box::pin(make(kv, task_index, task_count)));
+                let results = results_shared.clone();
+                async move {
+                    let outcome = task.await;
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push(outcome);
+                }
+            })
+            .map_err(|e| format!("flashtree: run: {e}"))?;
+        let outcomes = std::mem::take(&mut *results.lock().unwrap_or_else(|e| e.into_inner()));
+        assert_eq!(outcomes.len(), task_count, "every task reports once");
+        outcomes
+            .into_iter()
+            .map(|outcome| outcome.map_err(|panic| format!("flashtree: a task panicked: {panic}")))
+            .collect()
+    }
+}
+
+/// One worker per pinned core; without pinning, one per available core.
+fn default_workers(cores: &[usize]) -> usize {
+    if cores.is_empty() {
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    } else {
+        cores.len()
+    }
+}
+
+/// A `&Job` whose lifetime is erased so that `Db::run`'s `'static` tasks can
+/// hold it. Only [`FlashtreeEngine::run_job`] makes one; see its SAFETY note.
+#[derive(Clone, Copy)]
+struct JobPtr(*const Job<'static>);
+
+// SAFETY: `Job` is `Sync` (its fields are shared references to `Sync` data;
+// the peers' thread runner shares it across threads the same way), so a
+// pointer to it may move to and be used from worker threads.
+unsafe impl Send for JobPtr {}
+// SAFETY: as above; the pointer is only read.
+unsafe impl Sync for JobPtr {}
+
+impl JobPtr {
+    /// # Safety
+    /// The `Job` must outlive every use of the returned reference.
+    unsafe fn get(&self) -> &'static Job<'static> {
+        // SAFETY: the caller guarantees the job is alive.
+        unsafe { &*self.0 }
+    }
+}
+
+impl Engine for FlashtreeEngine {
+    fn name(&self) -> &str {
+        ENGINE_NAME
+    }
+
+    fn settings(&self) -> String {
+        self.settings.clone()
+    }
+
+    fn concurrency(&self) -> Concurrency {
+        Concurrency::Tasks {
+            workers: self.workers,
+            tasks_per_worker: self.tasks_per_worker,
+        }
+    }
+
+    fn run_job(&self, job: &Job<'_>, _threads: usize) -> Result<Vec<TaskStats>, String> {
+        let job_ptr = JobPtr(std::ptr::from_ref(job).cast::<Job<'static>>());
+        let outcomes = self.run_tasks(move |kv, task_index, task_count| async move {
+            // SAFETY: `run_tasks` returns only after every task has finished
+            // (`Db::run` waits for all of them, and nothing can shut the store
+            // down meanwhile: `close` takes the engine by value), and `job`
+            // is borrowed for the whole of this call, so it outlives every
+            // use. A task that panics is caught before it could outlive it.
+            let job = unsafe { job_ptr.get() };
+            job.run_task(&kv, task_index, task_count).await
+        })?;
+        outcomes
+            .into_iter()
+            .map(|stats| stats.map_err(|e| e.to_string()))
+            .collect()
+    }
+
+    fn counters(&self) -> EngineCounters {
+        let stats = self.db.stats();
+        EngineCounters {
+            // The engine counts page reads, not buffer hits.
+            hit_ratio: None,
+            reads_count: Some(stats.page_reads),
+            writes_count: Some(stats.page_writes),
+        }
+    }
+
+    fn close(self: Box<Self>) -> Result<(), String> {
+        self.db
+            .close()
+            .map_err(|e| format!("flashtree: close: {e}"))
+    }
+}
+
+/// Polls a future, turning a panic into `Err(message)` so that one failing
+/// task reports instead of killing its worker thread (which would leave
+/// `Db::run` waiting forever).
+struct CatchPanic<Fut>(Pin<Box<Fut>>);
+
+impl<Fut: Future> Future for CatchPanic<Fut> {
+    type Output = Result<Fut::Output, String>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let inner = self.0.as_mut();
+        match std::panic::catch_unwind(AssertUnwindSafe(|| inner.poll(cx))) {
+            Ok(Poll::Pending) => Poll::Pending,
+            Ok(Poll::Ready(output)) => Poll::Ready(Ok(output)),
+            Err(panic) => Poll::Ready(Err(panic_message(panic.as_ref()))),
+        }
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(text) = panic.downcast_ref::<&str>() {
+        text.to_string()
+    } else if let Some(text) = panic.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}
+
+/// One task's handle: valid only on the worker that runs the task.
+pub struct FlashtreeKv {
+    ctx: TaskCtx,
+    trees: Arc<Vec<Tree>>,
+}
+
+impl FlashtreeKv {
+    /// The task context (e.g. for `take_missed`).
+    pub fn ctx(&self) -> &TaskCtx {
+        &self.ctx
+    }
+
+    fn tree(&self, table: u32) -> Result<Tree, KvError> {
+        check_table(table, self.trees.len() as u32)?;
+        Ok(self.trees[table as usize])
+    }
+}
+
+fn engine_error(error: flashtree::Error) -> KvError {
+    KvError::Engine {
+        engine: ENGINE_NAME,
+        message: error.to_string(),
+    }
+}
+
+fn check_key(key: &[u8]) -> Result<(), KvError> {
+    if key.len() > MAX_KEY_BYTES {
+        return Err(KvError::TooLarge {
+            what: "key",
+            len_bytes: key.len(),
+            limit_bytes: MAX_KEY_BYTES,
+        });
+    }
+    Ok(())
+}
+
+fn check_entry(key: &[u8], value: &[u8]) -> Result<(), KvError> {
+    check_key(key)?;
+    let limit_bytes = MAX_ENTRY_BYTES - key.len();
+    if value.len() > limit_bytes {
+        return Err(KvError::TooLarge {
+            what: "value",
+            len_bytes: value.len(),
+            limit_bytes,
+        });
+    }
+    Ok(())
+}
+
+impl Kv for FlashtreeKv {
+    async fn get(&self, table: u32, key: &[u8], out: &mut Vec<u8>) -> Result<bool, KvError> {
+        let tree = self.tree(table)?;
+        check_key(key)?;
+        out.clear();
+        self.ctx.get(tree, key, out).await.map_err(engine_error)
+    }
+
+    async fn put(&self, table: u32, key: &[u8], value: &[u8]) -> Result<(), KvError> {
+        let tree = self.tree(table)?;
+        check_entry(key, value)?;
+        self.ctx.put(tree, key, value).await.map_err(engine_error)
+    }
+
+    async fn delete(&self, table: u32, key: &[u8]) -> Result<bool, KvError> {
+        let tree = self.tree(table)?;
+        check_key(key)?;
+        self.ctx.delete(tree, key).await.map_err(engine_error)
+    }
+
+    async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
+        let tree = self.tree(table)?;
+        self.ctx
+            .scan(tree, start, ScanDirection::Forward, f)
+            .await
+            .map_err(engine_error)
+    }
+
+    async fn scan_rev(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
+        let tree = self.tree(table)?;
+        self.ctx
+            .scan(tree, start, ScanDirection::Backward, f)
+            .await
+            .map_err(engine_error)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use flashtree_peers::driver::{run_phase, PhaseSpec};
+    use flashtree_peers::job::Phase;
+    use flashtree_peers::workload::lookup::Lookup;
+    use flashtree_peers::workload::tpcc::{Tpcc, TpccScale};
+    use flashtree_peers::Workload;
+    use std::path::Path;
+    use std::time::Duration;
+
+    const TINY_POOL_PAGES: u64 = 64;
+
+    fn open(dir: &Path, pool_pages: u64, tables: u32, workers: usize) -> FlashtreeEngine {
+        let config = EngineConfig {
+            dir: dir.to_path_buf(),
+            memory_bytes: pool_pages * PAGE_SIZE as u64,
+            table_count: tables,
+            threads_max: 1,
+            cores: Vec::new(),
+        };
+        let settings = FlashtreeSettings {
+            workers: Some(workers),
+            tasks_per_worker: 8,
+            ..FlashtreeSettings::default()
+        };
+        FlashtreeEngine::open(&config, &settings).expect("open flashtree")
+    }
+
+    #[test]
+    fn model_check_with_tiny_pool() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), TINY_POOL_PAGES, 2, 1);
+        let outcomes = engine
+            .run_tasks(|kv, task_index, _| async move {
+                if task_index != 0 {
+                    return Ok(());
+                }
+                flashtree_peers::testing::model_check(&kv, 2, 30_000, 7).await
+            })
+            .unwrap();
+        for outcome in outcomes {
+            outcome.unwrap();
+        }
+        assert!(
+            engine.db().stats().page_writes > 0,
+            "the model's data must exceed a {TINY_POOL_PAGES}-page pool"
+        );
+        Box::new(engine).close().unwrap();
+    }
+
+    #[test]
+    fn unknown_table_and_oversized_entries_are_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), TINY_POOL_PAGES, 1, 1);
+        let outcomes = engine
+            .run_tasks(|kv, _, _| async move {
+                let mut out = Vec::new();
+                let no_table = kv.get(1, b"k", &mut out).await;
+                let long_key = kv.put(0, &[1; MAX_KEY_BYTES + 1], b"v").await;
+                let long_value = kv.put(0, b"k", &[1; MAX_ENTRY_BYTES]).await;
+                matches!(no_table, Err(KvError::NoSuchTable { .. }))
+                    && matches!(long_key, Err(KvError::TooLarge { what: "key", .. }))
+                    && matches!(long_value, Err(KvError::TooLarge { what: "value", .. }))
+            })
+            .unwrap();
+        assert!(outcomes.into_iter().all(|ok| ok));
+        Box::new(engine).close().unwrap();
+    }
+
+    #[test]
+    fn panicking_task_is_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), TINY_POOL_PAGES, 1, 1);
+        let result = engine.run_tasks(|_, task_index, _| async move {
+            assert!(task_index != 3, "task three fails");
+        });
+        let message = result.unwrap_err();
+        assert!(message.contains("task three fails"), "{message}");
+        Box::new(engine).close().unwrap();
+    }
+
+    /// Load, run and check phases through the peers' driver; returns the
+    /// records loaded and the operations run.
+    fn run_workload(engine: &FlashtreeEngine, workload: &Workload, dir: &Path) -> (u64, u64) {
+        let spec = PhaseSpec {
+            phase: Phase::Load,
+            threads: 1,
+            duration: Duration::from_millis(500),
+            rate_ops_per_sec: None,
+            seed: 1,
+            dir,
+            progress: false,
+        };
+        let load = run_phase(engine, workload, &spec).unwrap();
+        let run = run_phase(
+            engine,
+            workload,
+            &PhaseSpec {
+                phase: Phase::Run,
+                ..spec.clone()
+            },
+        )
+        .unwrap();
+        run_phase(
+            engine,
+            workload,
+            &PhaseSpec {
+                phase: Phase::Check,
+                ..spec.clone()
+            },
+        )
+        .unwrap();
+        (load.stats.ops_count, run.stats.ops_count)
+    }
+
+    #[test]
+    fn lookups_out_of_memory_on_two_workers() {
+        let dir = tempfile::tempdir().unwrap();
+        let workload = Workload::Lookup(Lookup::new(20_000, None).unwrap());
+        let engine = open(dir.path(), TINY_POOL_PAGES, workload.table_count(), 2);
+        let (loaded, ops) = run_workload(&engine, &workload, dir.path());
+        assert_eq!(loaded, workload.records_count());
+        assert!(ops > 0);
+        assert!(engine.counters().reads_count.unwrap() > 0);
+        Box::new(engine).close().unwrap();
+    }
+
+    #[test]
+    fn tpcc_small_passes_consistency_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let workload = Workload::Tpcc(Tpcc::new(1, TpccScale::small()).unwrap());
+        let engine = open(dir.path(), 256, workload.table_count(), 2);
+        let (loaded, transactions) = run_workload(&engine, &workload, dir.path());
+        assert!(loaded > 0 && transactions > 0);
+        Box::new(engine).close().unwrap();
+    }
+}
