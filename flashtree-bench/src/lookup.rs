@@ -1,10 +1,610 @@
-//! Placeholder: being written.
+//! `flashtree bench lookup`: the random-lookup benchmark of seed 000 §4.1.
+//!
+//! Loads N records (8-byte big-endian keys, 120-byte values) with many
+//! tasks, then runs uniform (or zipf) random point lookups for S seconds on
+//! W workers × T tasks. Prints a line per second (ops/s, read and write
+//! IOPS, hit ratio, CPU %) and a summary; `--json` prints the summary as one
+//! JSON object. `--vs-iobench` measures random 4 KiB reads at depth 128 on
+//! the store's own data file right after, so the lookup rate over the misses
+//! can be compared with the device limit in one run.
 
-/// Arguments (placeholder).
+use crate::iobench::{run_point, Pattern, PointSpec};
+use crate::util::{parse_size_bytes, process_cpu_seconds, progress_bar, usage_error};
+use flashtree::db::{Db, Options, TaskCtx, Tree};
+use flashtree::io::{BackendKind, IoConfig, Storage, StorageConfig};
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+use rand_distr::Distribution;
+use std::cell::RefCell;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Bytes of each value, as in seed 000.
+pub const VALUE_BYTES: usize = 120;
+const TREE_NAME: &str = "lookup";
+const META_TREE: &str = "bench-meta";
+
+/// Arguments of `flashtree bench lookup`.
 #[derive(clap::Args, Debug)]
-pub struct LookupArgs {}
+pub struct LookupArgs {
+    /// Records to load.
+    #[arg(long, default_value_t = 10_000_000)]
+    pub records: u64,
+    /// Buffer pool size (KiB/MiB/GiB suffixes).
+    #[arg(long, default_value = "128MiB")]
+    pub pool: String,
+    /// Worker threads.
+    #[arg(long, default_value_t = 1)]
+    pub workers: usize,
+    /// Tasks per worker (default 256, or chosen by the device model).
+    #[arg(long)]
+    pub tasks: Option<usize>,
+    /// Seconds of lookups.
+    #[arg(long, default_value_t = 20.0)]
+    pub seconds: f64,
+    /// Zipf skew θ (> 0); uniform when absent.
+    #[arg(long)]
+    pub zipf: Option<f64>,
+    /// Store directory.
+    #[arg(long, default_value = "flashtree-data")]
+    pub path: PathBuf,
+    /// Keep a store loaded by an earlier run with the same --records.
+    #[arg(long)]
+    pub reuse: bool,
+    /// I/O backend: io_uring, libaio or sync.
+    #[arg(long, default_value = "io_uring")]
+    pub backend: String,
+    /// I/O requests in flight per worker at most.
+    #[arg(long, default_value_t = 512)]
+    pub io_depth: u32,
+    /// Device model (from `flashtree model fit`) to choose the tasks per
+    /// worker; `model.json` in the store directory is used when present.
+    #[arg(long)]
+    pub model: Option<PathBuf>,
+    /// Also measure random 4 KiB reads at depth 128 on the store's file.
+    #[arg(long)]
+    pub vs_iobench: bool,
+    /// Print the summary as one JSON object.
+    #[arg(long)]
+    pub json: bool,
+}
 
-/// Runs the command (placeholder).
-pub fn run(_args: LookupArgs) -> Result<(), String> {
-    Err("not implemented yet".into())
+/// The summary of one run.
+#[derive(Debug, serde::Serialize)]
+pub struct LookupSummary {
+    /// Always "flashtree".
+    pub engine: String,
+    /// "lookup-uniform" or "lookup-zipf".
+    pub workload: String,
+    /// Records in the store.
+    pub records: u64,
+    /// Pool bytes.
+    pub pool_bytes: u64,
+    /// Bytes of pages in the store.
+    pub dataset_bytes: u64,
+    /// Workers.
+    pub workers: usize,
+    /// Tasks per worker.
+    pub tasks: usize,
+    /// Lookups per second.
+    pub ops_per_sec: f64,
+    /// Lookups per second that needed a read: ops × (1 − hit ratio).
+    pub miss_ops_per_sec: f64,
+    /// Page reads per second.
+    pub read_iops: f64,
+    /// Page writes per second.
+    pub write_iops: f64,
+    /// Share of lookups served without a read.
+    pub hit_ratio: f64,
+    /// CPU seconds (user+sys) during the lookups.
+    pub cpu_s: f64,
+    /// CPU µs per lookup.
+    pub cpu_us_per_op: f64,
+    /// Lookup latency median (µs).
+    pub lat_us_p50: f64,
+    /// Lookup latency p99 (µs).
+    pub lat_us_p99: f64,
+    /// Records loaded per second (null when the store was reused).
+    pub load_records_per_sec: Option<f64>,
+    /// Seconds of lookups.
+    pub seconds: f64,
+    /// Why this many tasks.
+    pub tasks_reason: String,
+    /// iobench random 4 KiB reads at depth 128 on the same file (--vs-iobench).
+    pub device_read_iops: Option<f64>,
+    /// miss_ops_per_sec / device_read_iops.
+    pub ratio_to_device: Option<f64>,
+}
+
+/// Runs the benchmark.
+pub fn run(args: LookupArgs) -> Result<(), String> {
+    let pool_bytes = parse_size_bytes(&args.pool).map_err(usage_error)?;
+    validate(&args)?;
+    let backend: BackendKind = args.backend.parse().map_err(usage_error)?;
+    let (tasks, tasks_reason) = choose_tasks(&args)?;
+    let options = Options {
+        pool_bytes,
+        workers: args.workers,
+        io: IoConfig {
+            backend,
+            depth: args.io_depth.max(tasks as u32 + 64),
+            ..IoConfig::default()
+        },
+        ..Options::default()
+    };
+    if !args.reuse {
+        remove_store(&args.path)?;
+    }
+    let db = Db::open(&args.path, options).map_err(|e| e.to_string())?;
+    for note in db.notes() {
+        eprintln!("note: {note}");
+    }
+    let tree = db.tree(TREE_NAME).map_err(|e| e.to_string())?;
+    let load_rate = ensure_loaded(&db, tree, args.records, !args.json)?;
+    let mut summary = run_lookups(&db, tree, &args, tasks, pool_bytes)?;
+    summary.load_records_per_sec = load_rate;
+    summary.tasks_reason = tasks_reason;
+    db.close().map_err(|e| e.to_string())?;
+    if args.vs_iobench {
+        let iops = device_read_iops(&args.path.join("data.ft"), backend, args.seconds.min(10.0))?;
+        summary.device_read_iops = Some(iops);
+        summary.ratio_to_device = Some(summary.miss_ops_per_sec / iops);
+    }
+    print_summary(&summary, args.json)
+}
+
+fn validate(args: &LookupArgs) -> Result<(), String> {
+    if args.records == 0 || args.records > 1 << 40 {
+        return Err(usage_error("--records must be in 1..=2^40"));
+    }
+    if args.workers == 0 || args.workers > 256 {
+        return Err(usage_error("--workers must be in 1..=256"));
+    }
+    if args.tasks.is_some_and(|t| t == 0 || t > 65536) {
+        return Err(usage_error("--tasks must be in 1..=65536"));
+    }
+    if !(args.seconds > 0.0 && args.seconds <= 86400.0) {
+        return Err(usage_error("--seconds must be in (0, 86400]"));
+    }
+    if args.zipf.is_some_and(|z| !(z > 0.0 && z.is_finite())) {
+        return Err(usage_error("--zipf θ must be a positive number"));
+    }
+    Ok(())
+}
+
+/// Tasks per worker: the flag, else the device model's choice, else 256.
+fn choose_tasks(args: &LookupArgs) -> Result<(usize, String), String> {
+    if let Some(t) = args.tasks {
+        return Ok((t, "set by --tasks".into()));
+    }
+    let path = args
+        .model
+        .clone()
+        .or_else(|| Some(args.path.join("model.json")).filter(|p| p.exists()));
+    let Some(path) = path else {
+        return Ok((
+            256,
+            "default (no device model; see `flashtree model`)".into(),
+        ));
+    };
+    let model = flashtree_model::DeviceModel::load(&path)
+        .map_err(|e| usage_error(format!("{}: {e}", path.display())))?;
+    let candidates: Vec<u32> = [1u32, 4, 16, 64, 256]
+        .iter()
+        .map(|t| t * args.workers as u32)
+        .collect();
+    let (k, reason) =
+        flashtree_model::choose_concurrency(&model, flashtree_model::Op::Read, 1.0, &candidates)
+            .map_err(|e| e.to_string())?;
+    let per_worker = (k as usize / args.workers).max(1);
+    Ok((
+        per_worker,
+        format!("device model {}: {reason}", path.display()),
+    ))
+}
+
+fn remove_store(path: &Path) -> Result<(), String> {
+    let data = path.join("data.ft");
+    if data.exists() {
+        std::fs::remove_file(&data).map_err(|e| format!("removing {}: {e}", data.display()))?;
+    }
+    Ok(())
+}
+
+/// Key of record `i`.
+#[inline]
+pub fn record_key(i: u64) -> [u8; 8] {
+    i.to_be_bytes()
+}
+
+/// Value of record `i` (deterministic, so lookups can be checked).
+#[inline]
+pub fn record_value(i: u64) -> [u8; VALUE_BYTES] {
+    let mut v = [0u8; VALUE_BYTES];
+    v[..8].copy_from_slice(&i.to_le_bytes());
+    v[8..16].copy_from_slice(&(i ^ 0x5555_5555_5555_5555).to_le_bytes());
+    v
+}
+
+/// Loads records unless the store already has them; returns records/s.
+fn ensure_loaded(db: &Db, tree: Tree, records: u64, show: bool) -> Result<Option<f64>, String> {
+    let meta = db.tree(META_TREE).map_err(|e| e.to_string())?;
+    if let Some(v) = db.get(meta, b"records").map_err(|e| e.to_string())? {
+        let have = u64::from_le_bytes(
+            v.as_slice()
+                .try_into()
+                .map_err(|_| "bad bench-meta record".to_string())?,
+        );
+        if have == records {
+            return Ok(None);
+        }
+        return Err(usage_error(format!(
+            "the store at --path holds {have} records, not {records}; drop --reuse to reload"
+        )));
+    }
+    // One loader per worker: each appends to its own range, so append
+    // splits leave full pages; the load is CPU-bound (writes are async).
+    let load_tasks = 1usize;
+    let total_tasks = (db.worker_count() * load_tasks) as u64;
+    let per_task = records.div_ceil(total_tasks);
+    let done = Arc::new(AtomicU64::new(0));
+    let failed = Arc::new(Mutex::new(None::<String>));
+    let bar = if show {
+        progress_bar(records, "loading")
+    } else {
+        indicatif::ProgressBar::hidden()
+    };
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let loader = scope.spawn(|| {
+            let (done, failed) = (done.clone(), failed.clone());
+            db.run(load_tasks, move |ctx: TaskCtx| {
+                let (done, failed) = (done.clone(), failed.clone());
+                async move {
+                    let index = (ctx.worker() * load_tasks + ctx.task_index()) as u64;
+                    let (first, end) = (index * per_task, ((index + 1) * per_task).min(records));
+                    for i in first..end {
+                        if let Err(e) = ctx.put(tree, &record_key(i), &record_value(i)).await {
+                            failed.lock().unwrap().get_or_insert(e.to_string());
+                            return;
+                        }
+                        if i % 1024 == 0 {
+                            done.fetch_add(1024, Ordering::Relaxed);
+                        }
+                    }
+                }
+            })
+        });
+        while !loader.is_finished() {
+            std::thread::sleep(Duration::from_millis(200));
+            bar.set_position(done.load(Ordering::Relaxed).min(records));
+        }
+        loader
+            .join()
+            .expect("loader thread")
+            .map_err(|e| e.to_string())
+    })?;
+    bar.finish_and_clear();
+    if let Some(e) = failed.lock().unwrap().take() {
+        return Err(format!("load failed: {e}"));
+    }
+    let rate = records as f64 / start.elapsed().as_secs_f64();
+    db.put(meta, b"records", &records.to_le_bytes())
+        .map_err(|e| e.to_string())?;
+    Ok(Some(rate))
+}
+
+/// Per-worker tallies, written only by that worker's tasks.
+#[derive(Default)]
+struct WorkerCounters {
+    ops: AtomicU64,
+    missed: AtomicU64,
+    _pad: [u64; 6],
+}
+
+thread_local! {
+    static LATENCY: RefCell<Option<Histogram<u64>>> = const { RefCell::new(None) };
+}
+
+fn record_latency(nanos: u64) {
+    LATENCY.with(|h| {
+        let mut h = h.borrow_mut();
+        let h = h.get_or_insert_with(|| {
+            Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("bounds")
+        });
+        let _ = h.record(nanos.max(1));
+    });
+}
+
+/// Picks record numbers: uniform, or zipf with hot records scattered.
+struct KeyGen {
+    rng: rand::rngs::SmallRng,
+    records: u64,
+    zipf: Option<rand_distr::Zipf<f64>>,
+}
+
+impl KeyGen {
+    fn new(records: u64, zipf: Option<f64>, seed: u64) -> KeyGen {
+        let zipf = zipf.map(|s| rand_distr::Zipf::new(records as f64, s).expect("valid zipf"));
+        KeyGen {
+            rng: rand::rngs::SmallRng::seed_from_u64(seed),
+            records,
+            zipf,
+        }
+    }
+
+    fn next(&mut self) -> u64 {
+        match &self.zipf {
+            None => self.rng.random_range(0..self.records),
+            Some(z) => {
+                let rank = z.sample(&mut self.rng) as u64 - 1;
+                // Scatter hot ranks over the key space (multiplicative hash).
+                rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) % self.records
+            }
+        }
+    }
+}
+
+fn run_lookups(
+    db: &Db,
+    tree: Tree,
+    args: &LookupArgs,
+    tasks: usize,
+    pool_bytes: u64,
+) -> Result<LookupSummary, String> {
+    let counters: Arc<Vec<WorkerCounters>> = Arc::new(
+        (0..db.worker_count())
+            .map(|_| WorkerCounters::default())
+            .collect(),
+    );
+    let histograms = Arc::new(Mutex::new(Vec::<Histogram<u64>>::new()));
+    let wrong = Arc::new(AtomicU64::new(0));
+    let stop = Arc::new(AtomicBool::new(false));
+    let tasks_left: Arc<Vec<AtomicU64>> = Arc::new(
+        (0..db.worker_count())
+            .map(|_| AtomicU64::new(tasks as u64))
+            .collect(),
+    );
+    let (records, zipf) = (args.records, args.zipf);
+    let stats_before = db.stats();
+    let cpu_before = process_cpu_seconds();
+    let start = Instant::now();
+    let per_second = std::thread::scope(|scope| {
+        let runner = {
+            let (counters, histograms, wrong, stop, tasks_left) = (
+                counters.clone(),
+                histograms.clone(),
+                wrong.clone(),
+                stop.clone(),
+                tasks_left.clone(),
+            );
+            scope.spawn(move || {
+                db.run(tasks, move |ctx: TaskCtx| {
+                    let (counters, histograms, wrong, stop, tasks_left) = (
+                        counters.clone(),
+                        histograms.clone(),
+                        wrong.clone(),
+                        stop.clone(),
+                        tasks_left.clone(),
+                    );
+                    async move {
+                        let worker = ctx.worker();
+                        let mut keys = KeyGen::new(
+                            records,
+                            zipf,
+                            (worker * 1_000_003 + ctx.task_index()) as u64,
+                        );
+                        let mut value = Vec::with_capacity(VALUE_BYTES);
+                        let mine = &counters[worker];
+                        while !stop.load(Ordering::Relaxed) {
+                            let i = keys.next();
+                            let t0 = Instant::now();
+                            match ctx.get(tree, &record_key(i), &mut value).await {
+                                Ok(true) if value[..] == record_value(i)[..] => {}
+                                _ => {
+                                    wrong.fetch_add(1, Ordering::Relaxed);
+                                }
+                            }
+                            record_latency(t0.elapsed().as_nanos() as u64);
+                            mine.ops.fetch_add(1, Ordering::Relaxed);
+                            if ctx.take_missed() {
+                                mine.missed.fetch_add(1, Ordering::Relaxed);
+                            }
+                        }
+                        if tasks_left[worker].fetch_sub(1, Ordering::AcqRel) == 1 {
+                            if let Some(h) = LATENCY.with(|h| h.borrow_mut().take()) {
+                                histograms.lock().unwrap().push(h);
+                            }
+                        }
+                    }
+                })
+            })
+        };
+        let lines = report_each_second(db, &counters, args, start, !args.json);
+        stop.store(true, Ordering::Release);
+        runner
+            .join()
+            .expect("lookup runner")
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(lines)
+    })?;
+    let _ = per_second;
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_s = process_cpu_seconds() - cpu_before;
+    let stats = db.stats();
+    if wrong.load(Ordering::Relaxed) > 0 {
+        return Err(format!(
+            "{} lookups returned a wrong or missing value",
+            wrong.load(Ordering::Relaxed)
+        ));
+    }
+    let ops: u64 = counters.iter().map(|c| c.ops.load(Ordering::Relaxed)).sum();
+    let missed: u64 = counters
+        .iter()
+        .map(|c| c.missed.load(Ordering::Relaxed))
+        .sum();
+    let mut latency = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).expect("bounds");
+    for h in histograms.lock().unwrap().iter() {
+        let _ = latency.add(h);
+    }
+    let hit_ratio = if ops > 0 {
+        1.0 - missed as f64 / ops as f64
+    } else {
+        0.0
+    };
+    let ops_per_sec = ops as f64 / seconds;
+    Ok(LookupSummary {
+        engine: "flashtree".into(),
+        workload: if args.zipf.is_some() {
+            "lookup-zipf".into()
+        } else {
+            "lookup-uniform".into()
+        },
+        records: args.records,
+        pool_bytes,
+        dataset_bytes: stats.pages_allocated * 4096,
+        workers: db.worker_count(),
+        tasks,
+        ops_per_sec,
+        miss_ops_per_sec: ops_per_sec * (1.0 - hit_ratio),
+        read_iops: (stats.page_reads - stats_before.page_reads) as f64 / seconds,
+        write_iops: (stats.page_writes - stats_before.page_writes) as f64 / seconds,
+        hit_ratio,
+        cpu_s,
+        cpu_us_per_op: if ops > 0 {
+            cpu_s * 1e6 / ops as f64
+        } else {
+            0.0
+        },
+        lat_us_p50: latency.value_at_quantile(0.5) as f64 / 1000.0,
+        lat_us_p99: latency.value_at_quantile(0.99) as f64 / 1000.0,
+        load_records_per_sec: None,
+        seconds,
+        tasks_reason: String::new(),
+        device_read_iops: None,
+        ratio_to_device: None,
+    })
+}
+
+/// Prints one line per second until the run's time is up.
+fn report_each_second(
+    db: &Db,
+    counters: &[WorkerCounters],
+    args: &LookupArgs,
+    start: Instant,
+    show: bool,
+) -> usize {
+    if show {
+        println!(
+            "{:>5} {:>12} {:>10} {:>10} {:>8} {:>6}",
+            "sec", "lookups/s", "read/s", "write/s", "hit", "CPU%"
+        );
+    }
+    let deadline = start + Duration::from_secs_f64(args.seconds);
+    let (mut last_ops, mut last_missed) = (0u64, 0u64);
+    let mut last_stats = db.stats();
+    let mut last_cpu = process_cpu_seconds();
+    let mut last_time = Instant::now();
+    let mut lines = 0;
+    while Instant::now() < deadline {
+        std::thread::sleep(
+            Duration::from_secs(1).min(deadline.saturating_duration_since(Instant::now())),
+        );
+        let now = Instant::now();
+        let dt = (now - last_time).as_secs_f64().max(1e-9);
+        let ops: u64 = counters.iter().map(|c| c.ops.load(Ordering::Relaxed)).sum();
+        let missed: u64 = counters
+            .iter()
+            .map(|c| c.missed.load(Ordering::Relaxed))
+            .sum();
+        let stats = db.stats();
+        let cpu = process_cpu_seconds();
+        let d_ops = ops - last_ops;
+        let hit = if d_ops > 0 {
+            1.0 - (missed - last_missed) as f64 / d_ops as f64
+        } else {
+            0.0
+        };
+        if show {
+            println!(
+                "{:>5.0} {:>12.0} {:>10.0} {:>10.0} {:>7.1}% {:>5.0}%",
+                (now - start).as_secs_f64(),
+                d_ops as f64 / dt,
+                (stats.page_reads - last_stats.page_reads) as f64 / dt,
+                (stats.page_writes - last_stats.page_writes) as f64 / dt,
+                hit * 100.0,
+                (cpu - last_cpu) / dt * 100.0
+            );
+        }
+        (last_ops, last_missed, last_stats, last_cpu, last_time) = (ops, missed, stats, cpu, now);
+        lines += 1;
+    }
+    lines
+}
+
+/// Random 4 KiB reads at depth 128 with one thread on `file`.
+fn device_read_iops(file: &Path, backend: BackendKind, seconds: f64) -> Result<f64, String> {
+    let size_bytes = std::fs::metadata(file)
+        .map_err(|e| format!("{}: {e}", file.display()))?
+        .len()
+        / 4096
+        * 4096;
+    let mut config = StorageConfig::new([file.to_path_buf()]);
+    config.create = false;
+    let storage = Arc::new(Storage::open(&config).map_err(|e| e.to_string())?);
+    let spec = PointSpec {
+        backend,
+        pattern: Pattern::RandRead,
+        read_pct: 100,
+        block_bytes: 4096,
+        depth: 128,
+        threads: 1,
+        seconds,
+    };
+    let io = IoConfig {
+        backend,
+        depth: 128,
+        ..IoConfig::default()
+    };
+    Ok(run_point(&storage, size_bytes, &io, &spec)?.iops)
+}
+
+fn print_summary(s: &LookupSummary, json: bool) -> Result<(), String> {
+    if json {
+        println!("{}", serde_json::to_string(s).map_err(|e| e.to_string())?);
+        return Ok(());
+    }
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!();
+    println!("flashtree lookup ({}), {} records, dataset {:.0} MiB, pool {:.0} MiB ({:.1}x out of memory)", s.workload, s.records, mib(s.dataset_bytes), mib(s.pool_bytes), s.dataset_bytes as f64 / s.pool_bytes as f64);
+    println!(
+        "  workers × tasks      {} × {}   ({})",
+        s.workers, s.tasks, s.tasks_reason
+    );
+    println!("  lookups/s            {:.0}", s.ops_per_sec);
+    println!("  hit ratio            {:.3}", s.hit_ratio);
+    println!("  lookups/s × (1−hit)  {:.0}", s.miss_ops_per_sec);
+    println!("  read IOPS            {:.0}", s.read_iops);
+    println!("  write IOPS           {:.0}", s.write_iops);
+    println!(
+        "  CPU                  {:.2} s, {:.2} µs per lookup",
+        s.cpu_s, s.cpu_us_per_op
+    );
+    println!(
+        "  latency              p50 {:.1} µs, p99 {:.1} µs",
+        s.lat_us_p50, s.lat_us_p99
+    );
+    match s.load_records_per_sec {
+        Some(r) => println!("  load                 {r:.0} records/s"),
+        None => println!("  load                 reused the store (--reuse)"),
+    }
+    if let (Some(iops), Some(ratio)) = (s.device_read_iops, s.ratio_to_device) {
+        println!(
+            "  device (iobench)     {iops:.0} random 4 KiB reads/s at depth 128 on the same file"
+        );
+        println!("  ratio                {ratio:.3} (lookups over misses / device IOPS)");
+    }
+    Ok(())
 }

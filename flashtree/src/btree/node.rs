@@ -660,11 +660,38 @@ impl Node {
     /// separators are truncated to the shortest prefix of the first right key
     /// that still separates. Requires `count() >= 2`.
     pub fn split(&mut self, new_left: &mut [u8; PAGE_SIZE], separator_out: &mut Vec<u8>) {
+        let split_slot = self.split_slot();
+        self.split_at(split_slot, new_left, separator_out);
+    }
+
+    /// Split for ascending inserts: when the key being inserted sorts after
+    /// every key here, the left page keeps all entries but the last one, so
+    /// pages filled by appends end up nearly full instead of half full. The
+    /// right page (this one) keeps one entry and has room for the insert.
+    pub fn split_for_append(
+        &mut self,
+        new_left: &mut [u8; PAGE_SIZE],
+        separator_out: &mut Vec<u8>,
+    ) {
+        debug_assert!(self.count() >= 2, "split needs two entries");
+        self.split_at(self.count() - 2, new_left, separator_out);
+    }
+
+    fn split_at(
+        &mut self,
+        split_slot: usize,
+        new_left: &mut [u8; PAGE_SIZE],
+        separator_out: &mut Vec<u8>,
+    ) {
         let count = self.count();
         debug_assert!(count >= 2, "split needs two entries");
+        // Leaves keep the split slot on the left; inner nodes move it up.
+        debug_assert!(
+            split_slot + usize::from(self.is_leaf()) < count,
+            "split slot {split_slot} leaves no right half"
+        );
         let kind = self.page_kind();
         let leaf = self.is_leaf();
-        let split_slot = self.split_slot();
         self.separator_into(split_slot, separator_out);
         let separator = separator_out.as_slice();
         debug_assert!(!separator.is_empty(), "empty separator means +infinity");
@@ -1586,5 +1613,33 @@ mod tests {
         assert_eq!(node.insert(b"key", &[7u8; 3000]), Err(NodeFull));
         assert_eq!(node.value(0), &[5u8; 2000][..]);
         check_invariants(node.as_page()).unwrap();
+    }
+
+    #[test]
+    fn append_split_leaves_the_left_page_nearly_full() {
+        let mut page = [0u8; PAGE_SIZE];
+        let node = init_leaf(&mut page, &[], &[]);
+        let mut i = 0u64;
+        while node.has_space_for(8, 120) {
+            node.insert(&i.to_be_bytes(), &[7u8; 120]).unwrap();
+            i += 1;
+        }
+        let count = node.count();
+        let mut left_page = [0u8; PAGE_SIZE];
+        let mut separator = Vec::new();
+        node.split_for_append(&mut left_page, &mut separator);
+        let left = Node::from_page(&left_page);
+        assert_eq!(left.count(), count - 1);
+        assert_eq!(node.count(), 1);
+        check_invariants(&left_page).unwrap();
+        node.check_invariants().unwrap();
+        assert!(
+            node.has_space_for(8, 120),
+            "the insert that caused the split fits"
+        );
+        assert!(
+            left.upper_fence() == separator.as_slice()
+                && node.lower_fence() == separator.as_slice()
+        );
     }
 }

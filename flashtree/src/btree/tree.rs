@@ -173,7 +173,12 @@ fn split(
     }
     let mut left = wb.alloc_page(bm)?;
     let mut separator = Vec::with_capacity(MAX_KEY_BYTES);
-    Node::from_page_mut(node.page_mut()).split(left.page_mut(), &mut separator);
+    let n = Node::from_page_mut(node.page_mut());
+    if n.lower_bound(key).0 == n.count() && n.count() >= 3 {
+        n.split_for_append(left.page_mut(), &mut separator);
+    } else {
+        n.split(left.page_mut(), &mut separator);
+    }
     Node::from_page_mut(parent.page_mut())
         .insert_separator(&separator, left.pid())
         .map_err(|_| {
