@@ -1,10 +1,214 @@
-//! Placeholder: being written.
+//! `flashtree bench compare`: one workload on flashtree and its peers
+//! (RocksDB, WiredTiger, LMDB) with the same memory, cores and durability.
+//!
+//! The peers crate does the work ([`run_compare`]); this module adds what
+//! only the engine crate can: the flashtree adapter ([`crate::adapter`]) and
+//! the device limit, measured with `iobench` (random 4 KiB reads, io_uring,
+//! depth 128 per core) on a file in the same directory as the engines' data.
+//! Errors in the arguments are usage errors (exit code 2); failures while
+//! running are not.
 
-/// Arguments (placeholder).
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flashtree::io::{BackendKind, IoConfig, Storage, StorageConfig};
+use flashtree_peers::adapters::PEER_NAMES;
+use flashtree_peers::compare::{build_workload, run_compare, Hooks};
+use flashtree_peers::sys::{parse_bytes, parse_cores};
+use flashtree_peers::EngineConfig;
+
+use crate::adapter::{FlashtreeEngine, FlashtreeSettings, TASKS_PER_WORKER_MAX};
+use crate::iobench::{prepare_files, run_point, Pattern, PointSpec};
+use crate::util::usage_error;
+
+/// Random-read size of the device-limit measurement.
+const DEVICE_LIMIT_BLOCK_BYTES: u32 = 4096;
+/// I/O depth per thread of the device-limit measurement.
+const DEVICE_LIMIT_DEPTH: u32 = 128;
+/// Length of the device-limit measurement.
+const DEVICE_LIMIT_SECONDS: f64 = 5.0;
+/// Smallest device-limit file (reads must spread beyond any device cache).
+const DEVICE_LIMIT_FILE_BYTES_MIN: u64 = 2 << 30;
+/// Stripe unit of the device-limit file (one file, so only alignment matters).
+const DEVICE_LIMIT_CHUNK_BYTES: u64 = 64 * 1024;
+/// Name of the device-limit file inside the data directory.
+const DEVICE_LIMIT_FILE_NAME: &str = "device-limit.dat";
+/// Most flashtree worker threads.
+const WORKERS_MAX: usize = 1024;
+
+/// Arguments of `flashtree bench compare`: the peers crate's, plus
+/// flashtree's own concurrency. `--cores` defaults to 0 (one core).
 #[derive(clap::Args, Debug)]
-pub struct CompareArgs {}
+#[group(id = "flashtree-compare")]
+#[command(mut_arg("cores", |arg| arg.default_value("0")))]
+pub struct CompareArgs {
+    #[command(flatten)]
+    pub peers: flashtree_peers::compare::CompareArgs,
+    /// flashtree async tasks per worker.
+    #[arg(long, default_value_t = crate::adapter::TASKS_PER_WORKER_DEFAULT)]
+    pub tasks: usize,
+    /// flashtree worker threads (default: one per --cores core).
+    #[arg(long)]
+    pub workers: Option<usize>,
+    /// flashtree I/O backend: io_uring, libaio or sync.
+    #[arg(long, default_value = "io_uring")]
+    pub backend: String,
+}
 
-/// Runs the command (placeholder).
-pub fn run(_args: CompareArgs) -> Result<(), String> {
-    Err("not implemented yet".into())
+/// Runs the comparison.
+pub fn run(args: CompareArgs) -> Result<(), String> {
+    let (settings, dataset_bytes, cores) = validate(&args).map_err(usage_error)?;
+    let keep_data = args.peers.keep_data;
+    let hooks = Hooks {
+        flashtree: Some(Box::new(move |config: &EngineConfig| {
+            let engine = FlashtreeEngine::open(config, &settings)?;
+            Ok(Box::new(engine) as Box<dyn flashtree_peers::Engine>)
+        })),
+        device_limit: Some(Box::new(move |dir: &Path| {
+            measure_device_limit(dir, dataset_bytes, cores.len().max(1), keep_data)
+        })),
+    };
+    run_compare(&args.peers, &hooks)
+}
+
+/// Checks everything the user typed before any engine runs. Returns the
+/// flashtree settings, the dataset size and the cores.
+fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), String> {
+    let peers = &args.peers;
+    let memory_bytes = parse_bytes(&peers.memory).map_err(|e| format!("--memory: {e}"))?;
+    let cores = parse_cores(&peers.cores).map_err(|e| format!("--cores: {e}"))?;
+    for name in peers.engines.split(',').map(str::trim) {
+        if !name.is_empty() && name != crate::adapter::ENGINE_NAME && !PEER_NAMES.contains(&name) {
+            return Err(format!(
+                "unknown engine {name:?} in --engines: use flashtree, {}",
+                PEER_NAMES.join(", ")
+            ));
+        }
+    }
+    if !(peers.seconds > 0.0 && peers.seconds < 86_400.0) {
+        return Err(format!(
+            "--seconds {} out of range (0, 86400)",
+            peers.seconds
+        ));
+    }
+    if let Some(rate) = peers.rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
+        return Err(format!("--rate {rate} must be a positive number"));
+    }
+    let workload = build_workload(peers, memory_bytes)?;
+    if !(1..=TASKS_PER_WORKER_MAX).contains(&args.tasks) {
+        return Err(format!(
+            "--tasks {} outside 1..={TASKS_PER_WORKER_MAX}",
+            args.tasks
+        ));
+    }
+    if let Some(workers) = args.workers.filter(|w| !(1..=WORKERS_MAX).contains(w)) {
+        return Err(format!("--workers {workers} outside 1..={WORKERS_MAX}"));
+    }
+    let backend: BackendKind = args
+        .backend
+        .parse()
+        .map_err(|e| format!("--backend: {e}"))?;
+    let settings = FlashtreeSettings {
+        workers: args.workers,
+        tasks_per_worker: args.tasks,
+        backend,
+    };
+    Ok((settings, workload.dataset_bytes(), cores))
+}
+
+/// Random 4 KiB read IOPS of the device under `dir`: io_uring, depth 128
+/// per thread, one thread per core, on a file the size of the dataset (at
+/// least 2 GiB), for 5 s. The file is removed afterwards unless kept.
+fn measure_device_limit(
+    dir: &Path,
+    dataset_bytes: u64,
+    threads: usize,
+    keep_file: bool,
+) -> Result<f64, String> {
+    let size_bytes = dataset_bytes
+        .max(DEVICE_LIMIT_FILE_BYTES_MIN)
+        .next_multiple_of(DEVICE_LIMIT_CHUNK_BYTES);
+    let path: PathBuf = dir.join(DEVICE_LIMIT_FILE_NAME);
+    eprintln!(
+        "device limit: random {} KiB reads, io_uring, depth {DEVICE_LIMIT_DEPTH} × {threads} thread(s), \
+         {DEVICE_LIMIT_SECONDS} s on {} ({} MiB)",
+        DEVICE_LIMIT_BLOCK_BYTES / 1024,
+        path.display(),
+        size_bytes >> 20
+    );
+    let paths = vec![path.clone()];
+    prepare_files(&paths, size_bytes, DEVICE_LIMIT_CHUNK_BYTES, true)?;
+    let mut config = StorageConfig::new(paths);
+    config.chunk_bytes = DEVICE_LIMIT_CHUNK_BYTES;
+    config.direct = true;
+    config.min_capacity_bytes = size_bytes;
+    let measured = Storage::open(&config)
+        .map_err(|e| format!("device limit: {e}"))
+        .and_then(|storage| {
+            let spec = PointSpec {
+                backend: BackendKind::IoUring,
+                pattern: Pattern::RandRead,
+                read_pct: 100,
+                block_bytes: DEVICE_LIMIT_BLOCK_BYTES,
+                depth: DEVICE_LIMIT_DEPTH,
+                threads: threads as u32,
+                seconds: DEVICE_LIMIT_SECONDS,
+            };
+            let io_config = IoConfig {
+                backend: spec.backend,
+                depth: spec.depth,
+                ..IoConfig::default()
+            };
+            run_point(&Arc::new(storage), size_bytes, &io_config, &spec)
+        });
+    if !keep_file {
+        let _ = std::fs::remove_file(&path);
+    }
+    let point = measured?;
+    eprintln!(
+        "device limit: {:.0} IOPS (p99 {:.0} µs)",
+        point.iops, point.lat_us_p99
+    );
+    Ok(point.iops)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: CompareArgs,
+    }
+
+    fn parse(argv: &[&str]) -> CompareArgs {
+        let mut full = vec!["compare"];
+        full.extend_from_slice(argv);
+        Cli::try_parse_from(full).expect("arguments parse").args
+    }
+
+    #[test]
+    fn defaults_match_the_issue() {
+        let args = parse(&[]);
+        assert_eq!(args.peers.memory, "128MiB");
+        assert_eq!(args.peers.data_factor, 10.0);
+        assert_eq!(args.peers.cores, "0");
+        assert!(validate(&args).is_ok());
+    }
+
+    #[test]
+    fn bad_values_are_rejected_before_running() {
+        for argv in [
+            &["--engines", "flashtree,postgres"][..],
+            &["--memory", "lots"],
+            &["--workload", "tpcd"],
+            &["--tasks", "0"],
+            &["--backend", "carrier-pigeon"],
+            &["--seconds", "0"],
+        ] {
+            assert!(validate(&parse(argv)).is_err(), "{argv:?} accepted");
+        }
+    }
 }
