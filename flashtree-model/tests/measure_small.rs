@@ -17,6 +17,7 @@ fn measure_args(dir: &std::path::Path, threads: bool) -> MeasureArgs {
         ops: None,
         request_kib: 64,
         refill: false,
+        repeat: 1,
     }
 }
 

@@ -47,7 +47,7 @@ pub struct MeasureArgs {
     /// Where to write the grid.
     #[arg(long, default_value = "grid.json")]
     pub out: PathBuf,
-    /// Reduced grid: 8 k × 7 fractions × 2 ops, 0.8 s per trial (~2 min).
+    /// Reduced grid: 8 k × 7 fractions × 2 ops × 3 passes, 0.3 s per trial (~2 min).
     #[arg(long)]
     pub quick: bool,
     /// Run each stream on its own OS thread with blocking I/O instead of k
@@ -60,9 +60,13 @@ pub struct MeasureArgs {
     /// Number of random fractions, log-spaced from 0.001 to 1 (default 10, quick 7).
     #[arg(long)]
     pub fractions: Option<usize>,
-    /// Seconds per trial (default 2, quick 0.8).
+    /// Seconds per trial (default 1, quick 0.3).
     #[arg(long)]
     pub trial_time_s: Option<f64>,
+    /// Trials per cell, in separate passes over the grid; the median is kept
+    /// (default 3).
+    #[arg(long, default_value_t = 3)]
+    pub repeat: usize,
     /// Operations to measure (default both).
     #[arg(long, value_enum, value_delimiter = ',')]
     pub ops: Option<Vec<Op>>,
@@ -83,6 +87,7 @@ struct Plan {
     fractions: Vec<f64>,
     trial_time_s: f64,
     request_bytes_max: u32,
+    repeat: usize,
 }
 
 impl Plan {
@@ -94,13 +99,14 @@ impl Plan {
         let fraction_count = args.fractions.unwrap_or(if args.quick { 7 } else { 10 });
         let trial_time_s = args
             .trial_time_s
-            .unwrap_or(if args.quick { 0.8 } else { 2.0 });
+            .unwrap_or(if args.quick { 0.3 } else { 1.0 });
         let plan = Plan {
             ops: args.ops.clone().unwrap_or_else(|| Op::ALL.to_vec()),
             ks,
             fractions: log_spaced(0.001, 1.0, fraction_count),
             trial_time_s,
             request_bytes_max: args.request_kib.saturating_mul(1024),
+            repeat: args.repeat,
         };
         plan.validate()?;
         Ok(plan)
@@ -130,12 +136,16 @@ impl Plan {
                 "must be a multiple of 4 in 4..=16384",
             ));
         }
+        if !(1..=100).contains(&self.repeat) {
+            return Err(ModelError::invalid("--repeat", "must be in 1..=100"));
+        }
         if self.ops.is_empty() {
             return Err(ModelError::invalid("--ops", "need read, write or both"));
         }
         Ok(())
     }
 
+    /// Cells of the grid (one point each in the output).
     fn trial_count(&self) -> usize {
         self.ops.len() * self.ks.len() * self.fractions.len()
     }
@@ -187,13 +197,14 @@ pub fn run(args: &MeasureArgs) -> Result<()> {
     } else {
         Backend::IoUring
     };
-    let estimate_s = plan.trial_count() as f64 * plan.trial_time_s;
+    let trials = plan.trial_count() * plan.repeat;
+    let estimate_s = trials as f64 * plan.trial_time_s;
     eprintln!(
-        "measuring {} trials ({} ops × {} k × {} fractions, {} s each, ~{:.0} s) on {} with {}",
-        plan.trial_count(),
+        "measuring {trials} trials ({} ops × {} k × {} fractions × {} passes, {} s each, ~{:.0} s) on {} with {}",
         plan.ops.len(),
         plan.ks.len(),
         plan.fractions.len(),
+        plan.repeat,
         plan.trial_time_s,
         estimate_s,
         args.path.display(),
@@ -253,34 +264,57 @@ fn open_storage(args: &MeasureArgs, plan: &Plan) -> Result<Arc<Storage>> {
     Ok(storage)
 }
 
+/// The cells of the grid in measuring order.
+fn cells(plan: &Plan) -> Vec<(Op, u32, f64)> {
+    let mut cells = Vec::with_capacity(plan.trial_count());
+    for &op in &plan.ops {
+        for &k in &plan.ks {
+            cells.extend(plan.fractions.iter().map(|&fraction| (op, k, fraction)));
+        }
+    }
+    cells
+}
+
+/// Measures every cell `plan.repeat` times, in whole passes over the grid so
+/// that a passing disturbance (another process's I/O) hits different cells
+/// in each pass, and keeps each cell's median trial.
 fn run_grid(storage: &Arc<Storage>, plan: &Plan, backend: Backend) -> Result<Vec<GridPoint>> {
-    let progress = ProgressBar::new(plan.trial_count() as u64);
+    let cells = cells(plan);
+    let progress = ProgressBar::new((cells.len() * plan.repeat) as u64);
     progress.set_style(
         ProgressStyle::with_template("{bar:40} {pos}/{len} trials, eta {eta} {msg}")
             .unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
     progress.enable_steady_tick(Duration::from_millis(200));
-    let mut points = Vec::with_capacity(plan.trial_count());
-    for &op in &plan.ops {
-        for &k in &plan.ks {
-            for &fraction in &plan.fractions {
-                progress.set_message(format!("{} k={k} f={fraction:.4}", op.name()));
-                let spec = TrialSpec {
-                    op,
-                    k,
-                    random_fraction: fraction,
-                    trial_time: Duration::from_secs_f64(plan.trial_time_s),
-                    request_bytes_max: plan.request_bytes_max,
-                    seed: points.len() as u64,
-                };
-                let point = runner::run_trial(storage, &spec, backend)?;
-                progress.inc(1);
-                points.push(point);
-            }
+    let mut trials: Vec<Vec<GridPoint>> = vec![Vec::with_capacity(plan.repeat); cells.len()];
+    for pass in 0..plan.repeat {
+        for (index, &(op, k, fraction)) in cells.iter().enumerate() {
+            progress.set_message(format!(
+                "pass {} {} k={k} f={fraction:.4}",
+                pass + 1,
+                op.name()
+            ));
+            let spec = TrialSpec {
+                op,
+                k,
+                random_fraction: fraction,
+                trial_time: Duration::from_secs_f64(plan.trial_time_s),
+                request_bytes_max: plan.request_bytes_max,
+                seed: (pass * cells.len() + index) as u64,
+            };
+            trials[index].push(runner::run_trial(storage, &spec, backend)?);
+            progress.inc(1);
         }
     }
     progress.finish_with_message("done");
-    Ok(points)
+    Ok(trials.into_iter().filter_map(median_trial).collect())
+}
+
+/// The trial with the median cost per page.
+fn median_trial(mut trials: Vec<GridPoint>) -> Option<GridPoint> {
+    trials.sort_by(|a, b| a.us_per_page().total_cmp(&b.us_per_page()));
+    let middle = trials.len() / 2;
+    trials.into_iter().nth(middle)
 }
 
 pub(crate) fn measure_error(error: flashtree::Error) -> ModelError {
