@@ -99,15 +99,24 @@ pub struct BufferConfig {
 /// Frames smallest partition a worker may have.
 pub const MIN_FRAMES_PER_WORKER: u64 = 8;
 
+/// The page table entry of one page id (16 bytes).
+#[repr(C)]
+struct PageEntry {
+    state: PageState,
+    /// Frame index + 1 (0: not in a frame).
+    frame: AtomicU32,
+    _pad: u32,
+}
+
 /// The shared part of the buffer manager.
 pub struct BufferManager {
     storage: Arc<Storage>,
     _pool: AlignedBuf,
     pool_ptr: *mut u8,
     frame_count: u32,
-    states: LazyArray<PageState>,
-    /// Frame index + 1 for each page id (0: not in a frame).
-    frame_of: LazyArray<AtomicU32>,
+    /// Per page id: its state word and frame, side by side so that a
+    /// lookup touches one cache line per page for both.
+    pages: LazyArray<PageEntry>,
     frame_pid: Box<[AtomicU64]>,
     frame_dirty: Box<[AtomicBool]>,
     partitions: Vec<(u32, u32)>,
@@ -141,10 +150,10 @@ impl BufferManager {
                 config.max_store_bytes
             ))
         };
-        let states = LazyArray::new(max_pages).ok_or_else(no_memory)?;
-        let frame_of = LazyArray::new(max_pages).ok_or_else(no_memory)?;
+        let pages = LazyArray::new(max_pages).ok_or_else(no_memory)?;
         let mut pool = AlignedBuf::new(frames as usize * PAGE_SIZE);
         let pool_ptr = pool.as_mut_ptr();
+        advise_huge_pages(pool_ptr, frames as usize * PAGE_SIZE);
         let per_worker = frames / workers;
         let partitions = (0..workers)
             .map(|w| {
@@ -161,8 +170,7 @@ impl BufferManager {
             _pool: pool,
             pool_ptr,
             frame_count: frames as u32,
-            states,
-            frame_of,
+            pages,
             frame_pid: (0..frames).map(|_| AtomicU64::new(NO_PAGE)).collect(),
             frame_dirty: (0..frames).map(|_| AtomicBool::new(false)).collect(),
             partitions,
@@ -195,7 +203,7 @@ impl BufferManager {
 
     /// Sets allocation state when opening a store.
     pub fn set_allocation(&self, next_pid: PageId, free_pids: Vec<PageId>) -> Result<()> {
-        if next_pid as usize > self.states.len() {
+        if next_pid as usize > self.pages.len() {
             return Err(Error::InvalidArgument(format!(
                 "store has {next_pid} pages, more than max_store_bytes allows"
             )));
@@ -223,7 +231,12 @@ impl BufferManager {
 
     #[inline]
     fn state(&self, pid: PageId) -> &PageState {
-        self.states.get(pid as usize)
+        &self.pages.get(pid as usize).state
+    }
+
+    #[inline]
+    fn frame_slot(&self, pid: PageId) -> &AtomicU32 {
+        &self.pages.get(pid as usize).frame
     }
 
     #[inline]
@@ -236,12 +249,12 @@ impl BufferManager {
     /// Frame holding `pid`, if any (must be re-validated by the caller).
     #[inline]
     fn frame_of(&self, pid: PageId) -> Option<u32> {
-        let f = self.frame_of.get(pid as usize).load(Ordering::Acquire);
+        let f = self.frame_slot(pid).load(Ordering::Acquire);
         (f != 0 && f <= self.frame_count).then(|| f - 1)
     }
 
     fn check_pid(&self, pid: PageId) -> std::result::Result<(), OpError> {
-        if pid >= self.next_page_id() || pid as usize >= self.states.len() {
+        if pid >= self.next_page_id() || pid as usize >= self.pages.len() {
             return Err(OpError::Fatal(Error::Corrupt(format!(
                 "reference to page {pid}, beyond the {} allocated",
                 self.next_page_id()
@@ -313,7 +326,7 @@ impl BufferManager {
             return Ok(pid);
         }
         let pid = self.next_pid.fetch_add(1, Ordering::AcqRel);
-        if pid as usize >= self.states.len() {
+        if pid as usize >= self.pages.len() {
             self.next_pid.fetch_sub(1, Ordering::AcqRel);
             return Err(Error::Full(format!("{pid} pages reach max_store_bytes")));
         }
@@ -450,9 +463,7 @@ impl GuardX<'_> {
     pub fn free(self) {
         let bm = self.bm;
         bm.frame_dirty[self.frame as usize].store(false, Ordering::Relaxed);
-        bm.frame_of
-            .get(self.pid as usize)
-            .store(0, Ordering::Release);
+        bm.frame_slot(self.pid).store(0, Ordering::Release);
         bm.frame_pid[self.frame as usize].store(FREED_PAGE, Ordering::Release);
         bm.state(self.pid).unlock_x_into(EVICTED);
         bm.free_pids
@@ -633,9 +644,7 @@ impl WorkerBuffer {
         unsafe { std::ptr::write_bytes(bm.frame_ptr(frame), 0, PAGE_SIZE) };
         bm.frame_pid[frame as usize].store(pid, Ordering::Release);
         bm.frame_dirty[frame as usize].store(true, Ordering::Relaxed);
-        bm.frame_of
-            .get(pid as usize)
-            .store(frame + 1, Ordering::Release);
+        bm.frame_slot(pid).store(frame + 1, Ordering::Release);
         state
             .0
             .store(make(LOCKED, version_of(word) + 1), Ordering::Release);
@@ -736,7 +745,7 @@ impl WorkerBuffer {
     /// Evicts an exclusively latched clean page and frees its frame.
     fn drop_page(&mut self, pid: PageId, frame: u32) {
         let bm = &*self.bm;
-        bm.frame_of.get(pid as usize).store(0, Ordering::Release);
+        bm.frame_slot(pid).store(0, Ordering::Release);
         bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
         bm.state(pid).unlock_x_into(EVICTED);
         self.free_frames.push(frame);
@@ -796,9 +805,7 @@ impl WorkerBuffer {
         match outcome {
             Ok(()) => {
                 bm.frame_dirty[frame as usize].store(false, Ordering::Relaxed);
-                bm.frame_of
-                    .get(pid as usize)
-                    .store(frame + 1, Ordering::Release);
+                bm.frame_slot(pid).store(frame + 1, Ordering::Release);
                 state
                     .0
                     .store(make(UNLOCKED, version + 1), Ordering::Release);
@@ -877,6 +884,13 @@ impl WorkerBuffer {
         }
         Ok(())
     }
+}
+
+/// Asks for transparent huge pages on a large region (fewer TLB misses on
+/// random frame accesses). Best effort: the kernel may ignore it.
+fn advise_huge_pages(ptr: *mut u8, len: usize) {
+    // SAFETY: madvise only changes paging hints of memory we own.
+    unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
 }
 
 /// Stamps the page id and the checksum into the common header.
