@@ -44,6 +44,8 @@ pub type PageId = u64;
 const NO_PAGE: u64 = u64::MAX;
 /// Frame's page was freed; its owner returns the frame to its free list.
 const FREED_PAGE: u64 = u64::MAX - 1;
+/// A worker with nothing to run waits for in-flight I/O / this many completions.
+const WAIT_BATCH_DIVISOR: usize = 16;
 /// Bit of a request's user_data marking a write-back.
 const WRITE_TAG: u64 = 1 << 63;
 
@@ -671,22 +673,27 @@ impl WorkerBuffer {
             - self.free_frames.len()
             - self.writes_in_flight;
         let mut scanned = 0;
-        while wanted > 0 && scanned < 2 * frames && self.channel.free() > 0 {
+        // Two sweeps honour the second chance; if they free nothing (every
+        // page touched again meanwhile, e.g. a tiny pool of hot inner
+        // nodes), a third sweep evicts any unlatched page so that tasks
+        // waiting for a frame always make progress.
+        while wanted > 0 && scanned < 3 * frames && self.channel.free() > 0 {
             let frame = self.clock_hand;
             self.clock_hand = if frame + 1 == self.end_frame {
                 self.first_frame
             } else {
                 frame + 1
             };
+            let force = scanned >= 2 * frames;
             scanned += 1;
-            if self.evict_frame(frame) {
+            if self.evict_frame(frame, force) {
                 wanted -= 1;
             }
         }
     }
 
     /// Ages or evicts one frame; true when a frame is (or will be) freed.
-    fn evict_frame(&mut self, frame: u32) -> bool {
+    fn evict_frame(&mut self, frame: u32, force: bool) -> bool {
         let bm = &*self.bm;
         let pid = bm.frame_pid[frame as usize].load(Ordering::Acquire);
         if pid == NO_PAGE {
@@ -697,14 +704,20 @@ impl WorkerBuffer {
             self.free_frames.push(frame);
             return true;
         }
+        if !force && page_kind(bm, frame) == PAGE_KIND_INNER {
+            // Inner nodes are on every path: evicting one makes every task
+            // reload it. Only the forced sweep takes them (as LeanStore
+            // keeps inner nodes with resident children).
+            return false;
+        }
         let state = bm.state(pid);
         let word = state.load();
         match state_of(word) {
-            UNLOCKED => {
+            UNLOCKED if !force => {
                 let _ = state.cas(word, make(MARKED, version_of(word)));
                 false
             }
-            MARKED if state.try_lock_x(word) => {
+            UNLOCKED | MARKED if state.try_lock_x(word) => {
                 debug_assert_eq!(bm.frame_of(pid), Some(frame));
                 if bm.frame_dirty[frame as usize].load(Ordering::Relaxed) {
                     self.write_back(pid, frame)
@@ -758,7 +771,10 @@ impl WorkerBuffer {
         let mut completions = std::mem::take(&mut self.completions);
         completions.clear();
         if block && self.channel.in_flight() > 0 {
-            self.channel.wait(1, &mut completions)?;
+            // Wait for a batch, not for one completion: fewer syscalls per
+            // I/O at a latency cost of a few completions' spacing.
+            let min = (self.channel.in_flight() / WAIT_BATCH_DIVISOR).max(1);
+            self.channel.wait(min, &mut completions)?;
         } else {
             self.channel.poll(&mut completions)?;
         }
@@ -884,6 +900,26 @@ impl WorkerBuffer {
         }
         Ok(())
     }
+}
+
+/// Page kind (bytes 4..6 of the common header) of B+-tree leaves.
+pub const PAGE_KIND_LEAF: u16 = 1;
+/// Page kind of B+-tree inner nodes; eviction spares them while it can.
+pub const PAGE_KIND_INNER: u16 = 2;
+
+/// The page kind in a frame's header. The frame may be changing under us;
+/// a stale kind only changes which page is evicted, never correctness.
+fn page_kind(bm: &BufferManager, frame: u32) -> u16 {
+    let ptr = bm.frame_ptr(frame);
+    // SAFETY: two bytes inside the frame; a racy read yields some u16, which
+    // is only used as an eviction hint.
+    let bytes = unsafe {
+        [
+            std::ptr::read_volatile(ptr.add(4)),
+            std::ptr::read_volatile(ptr.add(5)),
+        ]
+    };
+    u16::from_le_bytes(bytes)
 }
 
 /// Asks for transparent huge pages on a large region (fewer TLB misses on

@@ -274,6 +274,29 @@ impl IoChannel {
     /// Submits what is queued and blocks until at least `min` completions
     /// have arrived (at most what is in flight), appending them to `out`.
     pub fn wait(&mut self, min: usize, out: &mut Vec<IoCompletion>) -> Result<usize> {
+        let in_flight = self.in_flight();
+        if let Backend::Uring(uring) = &mut self.backend {
+            // One io_uring_enter both submits the queued requests and waits.
+            let min = min.min(in_flight);
+            let before = out.len();
+            let IoChannel {
+                slots,
+                free_slots,
+                storage,
+                queued_count,
+                ..
+            } = self;
+            let submitted = uring.submit_and_reap(min, &mut |index, res| {
+                let slot = slots[index as usize];
+                free_slots.push(index);
+                out.push(IoCompletion {
+                    user_data: slot.user_data,
+                    result: check_result(&slot, res, storage),
+                });
+            })?;
+            *queued_count -= submitted as u32;
+            return Ok(out.len() - before);
+        }
         self.submit()?;
         let min = min.min(self.in_flight() - self.queued());
         self.reap(min, out)

@@ -280,6 +280,39 @@ impl UringBackend {
         Ok(())
     }
 
+    /// Submits what is pending and waits for `min` completions with as few
+    /// io_uring_enter calls as possible (one in the common case). Returns how
+    /// many requests were submitted.
+    pub(crate) fn submit_and_reap(
+        &mut self,
+        min: usize,
+        on_done: &mut dyn FnMut(u32, i64),
+    ) -> Result<usize> {
+        let pending_before = self.sq_pending;
+        let mut reaped = self.drain(on_done);
+        while reaped < min || self.sq_pending > 0 {
+            let want = min.saturating_sub(reaped);
+            match self.ring.submit_and_wait(want) {
+                Ok(n) => self.sq_pending -= n.min(self.sq_pending),
+                Err(e)
+                    if matches!(
+                        e.raw_os_error(),
+                        Some(libc::EAGAIN | libc::EBUSY | libc::EINTR)
+                    ) => {}
+                Err(e) => {
+                    return Err(Error::Unsupported(format!(
+                        "io_uring_enter (submit and wait) failed: {e}"
+                    )))
+                }
+            }
+            reaped += self.drain(on_done);
+            if want == 0 {
+                break;
+            }
+        }
+        Ok(pending_before - self.sq_pending)
+    }
+
     fn drain(&mut self, on_done: &mut dyn FnMut(u32, i64)) -> usize {
         let mut count = 0;
         for cqe in self.ring.completion() {

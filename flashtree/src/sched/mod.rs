@@ -110,7 +110,9 @@ impl Executor {
             "wake of unknown task {id}"
         );
         self.parked_count -= 1;
-        self.ready.push_back(id);
+        // First in line: its page was just loaded and should be used before
+        // eviction can take it again.
+        self.ready.push_front(id);
     }
 
     /// Live tasks.
