@@ -115,6 +115,39 @@ pub fn remove(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<bool> {
     Ok(true)
 }
 
+/// Finishes the merges that a removal of `key` may have left undone (the
+/// merge in [`remove`] is skipped when a neighbour is not resident): on the
+/// path to `key`, collapses a root with one child, merges an inner node with
+/// one child, or merges the leaf if it is underfull. Run as an operation of
+/// its own after a removal, so that a restart loads the neighbour instead of
+/// skipping the merge. At most one merge chain per call.
+pub fn merge_underfull(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<()> {
+    let mut current = bm.fix_optimistic(root)?;
+    loop {
+        let n = Node::from_page(current.page());
+        let (leaf, count, used_bytes) = (n.is_leaf(), n.count(), n.space_used_bytes());
+        let child = if leaf { 0 } else { n.child_for(key) };
+        current.check()?;
+        let pid = current.pid();
+        if !leaf && count == 0 {
+            return if pid == root {
+                collapse_root(bm, root)
+            } else {
+                merge(bm, root, pid, key)
+            };
+        }
+        if leaf {
+            if pid != root && used_bytes < MERGE_THRESHOLD_BYTES {
+                return merge(bm, root, pid, key);
+            }
+            return Ok(());
+        }
+        let next = bm.fix_optimistic(child)?;
+        current.check()?;
+        current = next;
+    }
+}
+
 /// Finds the parent of `pid` by descending toward `key` (which lies in
 /// `pid`'s range). Returns None when `pid` is the root.
 fn find_parent<'a>(

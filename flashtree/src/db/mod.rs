@@ -372,12 +372,26 @@ impl Db {
     }
 
     /// Checks the invariants of `tree` (node layout, key order, fences of
-    /// every node against its parent) and returns (nodes, entries).
+    /// every node against its parent, which orders the keys of all leaves;
+    /// all leaves at one depth; every page reached once, and none of them
+    /// page 0 or a freed page) and returns (nodes, entries). An inner node
+    /// may have a single child: merges do not redistribute, so one whose
+    /// neighbours are too full to absorb it stays. Meant for a quiescent
+    /// tree: concurrent writers may make it report errors that are not there.
     pub fn check_tree(&self, tree: Tree) -> Result<(u64, u64)> {
         self.call(0, move |ctx| async move {
-            let mut stack = vec![(tree.root, Vec::new(), Vec::new())];
+            let freed: std::collections::HashSet<PageId> =
+                ctx.inner.bm.free_page_ids().into_iter().collect();
+            let mut seen = std::collections::HashSet::new();
+            let mut leaf_depth: Option<usize> = None;
+            let mut stack = vec![(tree.root, Vec::new(), Vec::new(), 0usize)];
             let (mut nodes, mut entries) = (0u64, 0u64);
-            while let Some((pid, lower, upper)) = stack.pop() {
+            while let Some((pid, lower, upper, depth)) = stack.pop() {
+                if pid == 0 || freed.contains(&pid) || !seen.insert(pid) {
+                    return Err(Error::Corrupt(format!(
+                        "page {pid} is referenced twice, is page 0 or is free"
+                    )));
+                }
                 let report = run_op(&ctx.missed, |_| {
                     tree::check_node(&ctx.inner.bm, pid, &lower, &upper)
                 })
@@ -385,13 +399,18 @@ impl Db {
                 nodes += 1;
                 if report.is_leaf {
                     entries += report.count as u64;
-                } else if report.children.len() < 2 && pid != tree.root {
-                    return Err(Error::Corrupt(format!(
-                        "inner page {pid} has {} children",
-                        report.children.len()
-                    )));
+                    if *leaf_depth.get_or_insert(depth) != depth {
+                        return Err(Error::Corrupt(format!(
+                            "leaf {pid} at depth {depth}, another at {leaf_depth:?}"
+                        )));
+                    }
                 }
-                stack.extend(report.children);
+                stack.extend(
+                    report
+                        .children
+                        .into_iter()
+                        .map(|(child, lo, up)| (child, lo, up, depth + 1)),
+                );
             }
             Ok((nodes, entries))
         })?
@@ -545,7 +564,24 @@ impl TaskCtx {
     pub async fn delete(&self, tree: Tree, key: &[u8]) -> Result<bool> {
         check_key(key)?;
         let bm = &self.inner.bm;
-        run_op(&self.missed, |_| tree::remove(bm, tree.root, key)).await
+        let found = run_op(&self.missed, |_| tree::remove(bm, tree.root, key)).await?;
+        if found {
+            // The merge inside `remove` gives up when a neighbour is not in
+            // memory; this loads it, so that deletes shrink the tree even
+            // with a small pool. The merge is optional: it gives up after 64
+            // restarts (a bound against thrashing a pool too small for the
+            // working set of all tasks).
+            let mut attempts_left = 64u32;
+            run_op(&self.missed, |_| {
+                if attempts_left == 0 {
+                    return Ok(());
+                }
+                attempts_left -= 1;
+                tree::merge_underfull(bm, tree.root, key)
+            })
+            .await?;
+        }
+        Ok(found)
     }
 
     /// Calls `f` on entries from `start` in `direction` until it returns false.

@@ -1,0 +1,649 @@
+//! Concurrency tests: many tasks on 2 workers (`Db::run`) inserting,
+//! deleting and scanning with a tiny pool, on disjoint and on overlapping key
+//! ranges; the blocking API from several OS threads at once; `multi_get`;
+//! and the futures of `get_async`/`put_async` driven by a hand-written
+//! `block_on` (a foreign runtime).
+//!
+//! Tasks never panic (a panic would take down a worker thread); they record
+//! what went wrong in a shared list that the test checks afterwards.
+
+use flashtree::db::{Db, Options, ScanDirection, Tree};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::future::Future;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
+
+fn tiny(workers: usize, pages: u64) -> Options {
+    Options {
+        pool_bytes: pages * 4096,
+        workers,
+        ..Options::default()
+    }
+}
+
+/// Shared list of failures seen inside tasks.
+#[derive(Clone, Default)]
+struct Failures(Arc<Mutex<Vec<String>>>);
+
+impl Failures {
+    fn add(&self, what: String) {
+        let mut list = self.0.lock().unwrap();
+        if list.len() < 20 {
+            list.push(what);
+        }
+    }
+
+    fn assert_none(&self) {
+        let list = self.0.lock().unwrap();
+        assert!(list.is_empty(), "failures in tasks:\n{}", list.join("\n"));
+    }
+}
+
+fn splitmix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    x ^ (x >> 31)
+}
+
+/// Key `i` of the range owned by `owner`: 2-byte owner, then a long shared
+/// middle, then the index, so that prefix truncation is exercised too.
+fn owned_key(owner: u64, i: u64) -> Vec<u8> {
+    let mut key = (owner as u16).to_be_bytes().to_vec();
+    key.extend_from_slice(&[b'-'; 20]);
+    key.extend_from_slice(&(i as u32).to_be_bytes());
+    key
+}
+
+/// A value that says who wrote it and for which key, so that any surviving
+/// value can be traced to a write; its length varies with the writer.
+fn value_for(key: &[u8], writer: u64, round: u64) -> Vec<u8> {
+    let mut v = Vec::new();
+    v.extend_from_slice(&(key.len() as u16).to_be_bytes());
+    v.extend_from_slice(key);
+    v.extend_from_slice(&writer.to_be_bytes());
+    v.extend_from_slice(&round.to_be_bytes());
+    let pad = (splitmix(writer ^ (round << 32)) % 300) as usize;
+    v.extend(std::iter::repeat_n(writer as u8, pad));
+    v
+}
+
+/// The (writer, round) a value claims, if it is well formed for `key`.
+fn parse_value(key: &[u8], v: &[u8]) -> Option<(u64, u64)> {
+    let n = u16::from_be_bytes(v.get(..2)?.try_into().ok()?) as usize;
+    if v.get(2..2 + n)? != key {
+        return None;
+    }
+    let writer = u64::from_be_bytes(v.get(2 + n..10 + n)?.try_into().ok()?);
+    let round = u64::from_be_bytes(v.get(10 + n..18 + n)?.try_into().ok()?);
+    (v == value_for(key, writer, round).as_slice()).then_some((writer, round))
+}
+
+/// Everything in `tree`, by a forward scan, checking strict key order.
+fn scan_all(db: &Db, tree: Tree) -> BTreeMap<Vec<u8>, Vec<u8>> {
+    let mut out = BTreeMap::new();
+    let mut previous: Option<Vec<u8>> = None;
+    for entry in db.range(tree, None, ScanDirection::Forward) {
+        let (k, v) = entry.expect("scan");
+        if let Some(p) = &previous {
+            assert!(p < &k, "scan out of order: {p:?} then {k:?}");
+        }
+        previous = Some(k.clone());
+        out.insert(k, v);
+    }
+    out
+}
+
+/// Each task owns a key range: it inserts in a scrambled order, deletes
+/// some, overwrites some, and checks its range exactly by point lookups and
+/// by scans in both directions while the other tasks change their ranges.
+fn disjoint_ranges(tasks_per_worker: usize, keys_per_task: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 32)).unwrap();
+    let tree = db.tree("disjoint").unwrap();
+    let failures = Failures::default();
+    let f = failures.clone();
+    db.run(tasks_per_worker, move |ctx| {
+        let f = f.clone();
+        async move {
+            let owner = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
+            let n = keys_per_task;
+            let mut expected: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
+            // Insert in a scrambled order (7919 is prime, n is not a multiple).
+            for j in 0..n {
+                let i = (j * 7919) % n;
+                let key = owned_key(owner, i);
+                let value = value_for(&key, owner, 0);
+                if let Err(e) = ctx.put(tree, &key, &value).await {
+                    return f.add(format!("task {owner}: put: {e}"));
+                }
+                expected.insert(key, value);
+            }
+            // Delete two thirds, overwrite every 5th of the rest.
+            for i in 0..n {
+                let key = owned_key(owner, i);
+                if i % 3 != 0 {
+                    match ctx.delete(tree, &key).await {
+                        Ok(true) => {
+                            expected.remove(&key);
+                        }
+                        Ok(false) => f.add(format!("task {owner}: delete of {i} found nothing")),
+                        Err(e) => return f.add(format!("task {owner}: delete: {e}")),
+                    }
+                } else if i % 5 == 0 {
+                    let value = value_for(&key, owner, 1);
+                    if let Err(e) = ctx.put(tree, &key, &value).await {
+                        return f.add(format!("task {owner}: overwrite: {e}"));
+                    }
+                    expected.insert(key, value);
+                }
+            }
+            // Point lookups of every key, present or not.
+            let mut value = Vec::new();
+            for i in 0..n {
+                let key = owned_key(owner, i);
+                match ctx.get(tree, &key, &mut value).await {
+                    Ok(found) => {
+                        let want = expected.get(&key);
+                        if found != want.is_some() || (found && Some(&value) != want) {
+                            f.add(format!("task {owner}: get {i}: found {found}"));
+                        }
+                    }
+                    Err(e) => return f.add(format!("task {owner}: get: {e}")),
+                }
+            }
+            // Scans of the own range, both ways.
+            let first = owned_key(owner, 0);
+            let last = owned_key(owner, u64::from(u32::MAX));
+            let mut forward = Vec::new();
+            let scanned = ctx
+                .scan(tree, &first, ScanDirection::Forward, |k, v| {
+                    if k > last.as_slice() {
+                        return false;
+                    }
+                    forward.push((k.to_vec(), v.to_vec()));
+                    true
+                })
+                .await;
+            let mut backward = Vec::new();
+            let scanned_back = ctx
+                .scan(tree, &last, ScanDirection::Backward, |k, v| {
+                    if k < first.as_slice() {
+                        return false;
+                    }
+                    backward.push((k.to_vec(), v.to_vec()));
+                    true
+                })
+                .await;
+            if let Err(e) = scanned.and(scanned_back) {
+                return f.add(format!("task {owner}: scan: {e}"));
+            }
+            let want: Vec<(Vec<u8>, Vec<u8>)> = expected.into_iter().collect();
+            if forward != want {
+                f.add(format!(
+                    "task {owner}: forward scan gave {} entries, want {}",
+                    forward.len(),
+                    want.len()
+                ));
+            }
+            backward.reverse();
+            if backward != want {
+                f.add(format!(
+                    "task {owner}: backward scan gave {} entries, want {}",
+                    backward.len(),
+                    want.len()
+                ));
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    // The whole tree is what the tasks' operations imply.
+    let tasks = 2 * tasks_per_worker as u64;
+    let mut want = BTreeMap::new();
+    for owner in 0..tasks {
+        for i in (0..keys_per_task).filter(|i| i % 3 == 0) {
+            let key = owned_key(owner, i);
+            let round = u64::from(i % 5 == 0);
+            let value = value_for(&key, owner, round);
+            want.insert(key, value);
+        }
+    }
+    let (_, entries) = db.check_tree(tree).unwrap();
+    assert_eq!(entries, want.len() as u64);
+    assert!(scan_all(&db, tree) == want, "final contents differ");
+    assert!(db.stats().page_reads > 0, "a 32-page pool must miss");
+    db.close().unwrap();
+    // And after reopening.
+    let db = Db::open(dir.path(), tiny(2, 16)).unwrap();
+    let tree = db.tree("disjoint").unwrap();
+    assert_eq!(db.check_tree(tree).unwrap().1, want.len() as u64);
+    assert!(scan_all(&db, tree) == want, "contents after reopen differ");
+}
+
+#[test]
+fn disjoint_ranges_8_tasks_per_worker() {
+    disjoint_ranges(8, 400);
+}
+
+#[test]
+fn disjoint_ranges_64_tasks_per_worker() {
+    disjoint_ranges(64, 60);
+}
+
+/// What the tasks of the overlapping test did to each key.
+#[derive(Default)]
+struct Journal {
+    /// Every value written per key.
+    written: HashMap<Vec<u8>, BTreeSet<Vec<u8>>>,
+    /// Keys some task deleted (or tried to).
+    deleted: BTreeSet<Vec<u8>>,
+}
+
+fn shared_key(i: u64) -> Vec<u8> {
+    let mut key = b"shared/".to_vec();
+    key.extend_from_slice(&(i as u32).to_be_bytes());
+    key
+}
+
+/// All tasks work on one key range: puts, deletes, point lookups and scans
+/// interleave on the same leaves. Afterwards the tree passes the checker,
+/// every surviving key holds a value some task wrote for it, and every key
+/// that was written and never deleted is present.
+fn overlapping_ranges(tasks_per_worker: usize, ops_per_task: u64, key_space: u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 32)).unwrap();
+    let tree = db.tree("shared").unwrap();
+    let failures = Failures::default();
+    let journal = Arc::new(Mutex::new(Journal::default()));
+    let (f, j) = (failures.clone(), journal.clone());
+    db.run(tasks_per_worker, move |ctx| {
+        let (f, j) = (f.clone(), j.clone());
+        async move {
+            let me = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
+            let mut rng = splitmix(me + 1);
+            let mut value = Vec::new();
+            for round in 0..ops_per_task {
+                rng = splitmix(rng);
+                let key = shared_key(rng % key_space);
+                match (rng >> 32) % 10 {
+                    0..=4 => {
+                        let v = value_for(&key, me, round);
+                        // Journal before the put: a concurrent reader may see it.
+                        j.lock()
+                            .unwrap()
+                            .written
+                            .entry(key.clone())
+                            .or_default()
+                            .insert(v.clone());
+                        if let Err(e) = ctx.put(tree, &key, &v).await {
+                            return f.add(format!("task {me}: put: {e}"));
+                        }
+                    }
+                    5..=6 => {
+                        j.lock().unwrap().deleted.insert(key.clone());
+                        if let Err(e) = ctx.delete(tree, &key).await {
+                            return f.add(format!("task {me}: delete: {e}"));
+                        }
+                    }
+                    7..=8 => match ctx.get(tree, &key, &mut value).await {
+                        Ok(true) if parse_value(&key, &value).is_none() => {
+                            f.add(format!("task {me}: get {key:?}: malformed value"))
+                        }
+                        Ok(_) => {}
+                        Err(e) => return f.add(format!("task {me}: get: {e}")),
+                    },
+                    _ => {
+                        let backward = rng & 1 == 1;
+                        let direction = if backward {
+                            ScanDirection::Backward
+                        } else {
+                            ScanDirection::Forward
+                        };
+                        let mut previous: Option<Vec<u8>> = None;
+                        let mut seen = 0;
+                        let mut problem = None;
+                        let scanned = ctx
+                            .scan(tree, &key, direction, |k, v| {
+                                let in_order = match &previous {
+                                    None => {
+                                        if backward {
+                                            k <= key.as_slice()
+                                        } else {
+                                            k >= key.as_slice()
+                                        }
+                                    }
+                                    Some(p) => {
+                                        if backward {
+                                            k < p.as_slice()
+                                        } else {
+                                            k > p.as_slice()
+                                        }
+                                    }
+                                };
+                                if !in_order {
+                                    problem = Some(format!("out of order at {k:?}"));
+                                    return false;
+                                }
+                                if parse_value(k, v).is_none() {
+                                    problem = Some(format!("malformed value at {k:?}"));
+                                    return false;
+                                }
+                                previous = Some(k.to_vec());
+                                seen += 1;
+                                seen < 100
+                            })
+                            .await;
+                        if let Err(e) = scanned {
+                            return f.add(format!("task {me}: scan: {e}"));
+                        }
+                        if let Some(p) = problem {
+                            f.add(format!(
+                                "task {me}: scan from {key:?} (backward {backward}): {p}"
+                            ));
+                        }
+                    }
+                }
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    db.check_tree(tree).unwrap();
+    let contents = scan_all(&db, tree);
+    let journal = journal.lock().unwrap();
+    for (k, v) in &contents {
+        let written = journal.written.get(k);
+        assert!(
+            written.is_some_and(|w| w.contains(v)),
+            "key {k:?} holds a value no task wrote for it"
+        );
+    }
+    for k in journal.written.keys() {
+        if !journal.deleted.contains(k) {
+            assert!(
+                contents.contains_key(k),
+                "key {k:?} was written, never deleted, and is gone"
+            );
+        }
+    }
+    // Point lookups agree with the scan.
+    let keys: Vec<Vec<u8>> = (0..key_space).map(shared_key).collect();
+    let got = db.multi_get(tree, &keys).unwrap();
+    for (k, v) in keys.iter().zip(got) {
+        assert_eq!(v.as_ref(), contents.get(k), "multi_get of {k:?}");
+    }
+    db.close().unwrap();
+    let db = Db::open(dir.path(), tiny(1, 16)).unwrap();
+    let tree = db.tree("shared").unwrap();
+    db.check_tree(tree).unwrap();
+    assert!(
+        scan_all(&db, tree) == contents,
+        "contents after reopen differ"
+    );
+}
+
+#[test]
+fn overlapping_ranges_16_tasks_per_worker() {
+    overlapping_ranges(16, 400, 3000);
+}
+
+#[test]
+fn overlapping_ranges_64_tasks_per_worker_hot_keys() {
+    // Few keys: many tasks hit the same leaves; deletes empty leaves often.
+    overlapping_ranges(64, 150, 400);
+}
+
+/// Inserts then deletes everything from many tasks at once, so that merges
+/// (and root collapses) race with each other and with scans.
+#[test]
+fn concurrent_shrink_to_empty() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 32)).unwrap();
+    let tree = db.tree("shrink").unwrap();
+    // 8 tasks per worker: with 32 or more, tasks on a 16-frame worker evict
+    // each other's pages so often that the optional merges (bounded
+    // restarts, see `TaskCtx::delete`) mostly give up.
+    let tasks_per_worker = 8;
+    let per_task = 600u64;
+    let failures = Failures::default();
+    let f = failures.clone();
+    db.run(tasks_per_worker, move |ctx| {
+        let f = f.clone();
+        async move {
+            let owner = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
+            for i in 0..per_task {
+                let key = owned_key(owner, i);
+                if let Err(e) = ctx.put(tree, &key, &value_for(&key, owner, 0)).await {
+                    return f.add(format!("put: {e}"));
+                }
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    let (nodes_full, entries) = db.check_tree(tree).unwrap();
+    assert_eq!(entries, 2 * tasks_per_worker as u64 * per_task);
+    let f = failures.clone();
+    db.run(tasks_per_worker, move |ctx| {
+        let f = f.clone();
+        async move {
+            let owner = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
+            for i in 0..per_task {
+                let key = owned_key(owner, i);
+                match ctx.delete(tree, &key).await {
+                    Ok(true) => {}
+                    Ok(false) => f.add(format!("task {owner}: key {i} missing")),
+                    Err(e) => return f.add(format!("delete: {e}")),
+                }
+                // A scan of the neighbour's range, racing with its deletes.
+                let start = owned_key(owner + 1, 0);
+                let mut previous: Option<Vec<u8>> = None;
+                let mut seen = 0;
+                let scanned = ctx
+                    .scan(tree, &start, ScanDirection::Forward, |k, _| {
+                        if previous.as_deref().is_some_and(|p| p >= k) {
+                            f.add(format!("scan out of order at {k:?}"));
+                            return false;
+                        }
+                        previous = Some(k.to_vec());
+                        seen += 1;
+                        seen < 20
+                    })
+                    .await;
+                if let Err(e) = scanned {
+                    return f.add(format!("scan: {e}"));
+                }
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    let (nodes_empty, entries) = db.check_tree(tree).unwrap();
+    assert_eq!(entries, 0);
+    assert!(scan_all(&db, tree).is_empty());
+    // Merges must happen even though a 32-page pool rarely holds the
+    // neighbour of a leaf: an emptied tree is a handful of nodes, not the
+    // full tree's skeleton of empty leaves.
+    assert!(
+        nodes_empty * 10 <= nodes_full,
+        "deleting everything must shrink the tree ({nodes_empty} of {nodes_full} nodes left)"
+    );
+}
+
+/// The blocking API from several OS threads at once: each thread owns a
+/// range (exact checks), and all threads also overwrite one shared key set.
+#[test]
+fn blocking_api_from_many_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), tiny(2, 32)).unwrap());
+    let tree = db.tree("threads").unwrap();
+    let threads = 6u64;
+    let per_thread = 500u64;
+    let handles: Vec<_> = (0..threads)
+        .map(|t| {
+            let db = db.clone();
+            std::thread::spawn(move || {
+                for i in 0..per_thread {
+                    let key = owned_key(t, i);
+                    db.put(tree, &key, &value_for(&key, t, 0)).unwrap();
+                    let shared = shared_key(i % 50);
+                    db.put(tree, &shared, &value_for(&shared, t, i)).unwrap();
+                }
+                for i in (0..per_thread).filter(|i| i % 2 == 1) {
+                    assert!(db.delete(tree, &owned_key(t, i)).unwrap());
+                }
+                for i in 0..per_thread {
+                    let key = owned_key(t, i);
+                    let got = db.get(tree, &key).unwrap();
+                    let want = (i % 2 == 0).then(|| value_for(&key, t, 0));
+                    assert_eq!(got, want, "thread {t} key {i}");
+                }
+                let mine: Vec<Vec<u8>> = db
+                    .range(tree, Some(&owned_key(t, 0)), ScanDirection::Forward)
+                    .map(|r| r.unwrap().0)
+                    .take_while(|k| k[..2] == (t as u16).to_be_bytes())
+                    .collect();
+                let want: Vec<Vec<u8>> = (0..per_thread)
+                    .filter(|i| i % 2 == 0)
+                    .map(|i| owned_key(t, i))
+                    .collect();
+                assert_eq!(mine, want, "thread {t} range");
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().expect("thread");
+    }
+    let (_, entries) = db.check_tree(tree).unwrap();
+    assert_eq!(entries, threads * per_thread / 2 + 50);
+    for i in 0..50 {
+        let key = shared_key(i);
+        let v = db.get(tree, &key).unwrap().expect("shared key present");
+        let (writer, round) = parse_value(&key, &v).expect("well-formed shared value");
+        assert!(
+            writer < threads && round % 50 == i,
+            "shared key {i}: ({writer}, {round})"
+        );
+    }
+    Arc::try_unwrap(db)
+        .ok()
+        .expect("sole owner")
+        .close()
+        .unwrap();
+}
+
+#[test]
+fn multi_get_keeps_order_and_reports_absent_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 16)).unwrap();
+    let tree = db.tree("mg").unwrap();
+    for i in (0..3000u64).filter(|i| i % 3 != 1) {
+        let key = owned_key(1, i);
+        db.put(tree, &key, &value_for(&key, 1, i)).unwrap();
+    }
+    // Scrambled order, absent keys and duplicates.
+    let ids: Vec<u64> = (0..4000u64).map(|j| (j * 2903) % 3100).collect();
+    let keys: Vec<Vec<u8>> = ids.iter().map(|&i| owned_key(1, i)).collect();
+    let got = db.multi_get(tree, &keys).unwrap();
+    assert_eq!(got.len(), keys.len());
+    for ((i, key), v) in ids.iter().zip(&keys).zip(&got) {
+        let want = (*i < 3000 && i % 3 != 1).then(|| value_for(key, 1, *i));
+        assert_eq!(v, &want, "multi_get of key {i}");
+    }
+    assert_eq!(
+        db.multi_get(tree, &[]).unwrap(),
+        Vec::<Option<Vec<u8>>>::new()
+    );
+    // One bad key fails the whole call with a clear error, no panic.
+    let err = db
+        .multi_get(tree, &[owned_key(1, 0), Vec::new()])
+        .unwrap_err();
+    assert!(err.to_string().contains("empty key"), "{err}");
+}
+
+/// A minimal executor: polls one future on this thread, parking between
+/// polls until its waker is called.
+fn block_on<F: Future>(future: F) -> F::Output {
+    struct ThreadWaker(std::thread::Thread);
+    impl Wake for ThreadWaker {
+        fn wake(self: Arc<Self>) {
+            self.0.unpark();
+        }
+    }
+    let waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    let mut future = pin!(future);
+    loop {
+        match future.as_mut().poll(&mut cx) {
+            Poll::Ready(v) => return v,
+            Poll::Pending => std::thread::park(),
+        }
+    }
+}
+
+/// Polls all futures until every one is ready (a hand-written join_all).
+async fn join_all<F: Future + Unpin>(mut futures: Vec<F>) -> Vec<F::Output> {
+    let mut outputs: Vec<Option<F::Output>> = futures.iter().map(|_| None).collect();
+    std::future::poll_fn(move |cx| {
+        let mut pending = false;
+        for (f, out) in futures.iter_mut().zip(outputs.iter_mut()) {
+            if out.is_none() {
+                match std::pin::Pin::new(f).poll(cx) {
+                    Poll::Ready(v) => *out = Some(v),
+                    Poll::Pending => pending = true,
+                }
+            }
+        }
+        if pending {
+            Poll::Pending
+        } else {
+            Poll::Ready(outputs.iter_mut().map(|o| o.take().unwrap()).collect())
+        }
+    })
+    .await
+}
+
+#[test]
+fn async_api_from_a_foreign_executor() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 16)).unwrap();
+    let tree = db.tree("async").unwrap();
+    let n = 2000u64;
+    // Many puts in flight at once, awaited together.
+    let puts: Vec<_> = (0..n)
+        .map(|i| {
+            let key = owned_key(2, i);
+            db.put_async(tree, &key, &value_for(&key, 2, i)).unwrap()
+        })
+        .collect();
+    for r in block_on(join_all(puts)) {
+        r.unwrap();
+    }
+    // One at a time, then many at once.
+    for i in (0..n).step_by(37) {
+        let key = owned_key(2, i);
+        let got = block_on(db.get_async(tree, &key).unwrap()).unwrap();
+        assert_eq!(got, Some(value_for(&key, 2, i)));
+    }
+    let gets: Vec<_> = (0..n + 100)
+        .map(|i| db.get_async(tree, &owned_key(2, i)).unwrap())
+        .collect();
+    for (i, got) in block_on(join_all(gets)).into_iter().enumerate() {
+        let key = owned_key(2, i as u64);
+        let want = (i as u64) < n;
+        assert_eq!(got.unwrap(), want.then(|| value_for(&key, 2, i as u64)));
+    }
+    // A future may also be awaited on another thread.
+    let reply = db.get_async(tree, &owned_key(2, 5)).unwrap();
+    let other = std::thread::spawn(move || block_on(reply));
+    assert_eq!(
+        other.join().unwrap().unwrap(),
+        Some(value_for(&owned_key(2, 5), 2, 5))
+    );
+    // Bad input is refused before anything is submitted.
+    assert!(db.get_async(tree, &[]).is_err());
+    assert!(db.put_async(tree, &[1; 257], b"v").is_err());
+    assert_eq!(db.check_tree(tree).unwrap().1, n);
+}
