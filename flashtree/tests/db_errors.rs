@@ -1,0 +1,248 @@
+//! Bad input and bad stores get clear errors, never panics: keys and entries
+//! beyond the limits, bad tree names and options, a store written with
+//! another page size, a corrupt metadata page, a file that is not a store,
+//! a corrupt data page, and direct I/O on tmpfs (refused with a message
+//! naming O_DIRECT where the kernel refuses it).
+
+use flashtree::buffer::seal_page;
+use flashtree::db::{Db, Options, ScanDirection};
+use flashtree::Error;
+use std::fs::OpenOptions;
+use std::os::unix::fs::FileExt;
+use std::path::Path;
+
+const PAGE: usize = 4096;
+
+fn tiny(workers: usize, pages: u64) -> Options {
+    Options {
+        pool_bytes: pages * 4096,
+        workers,
+        ..Options::default()
+    }
+}
+
+fn expect_invalid<T>(result: flashtree::Result<T>, needle: &str) {
+    match result.map(|_| ()) {
+        Err(Error::InvalidArgument(msg)) => {
+            assert!(msg.contains(needle), "message {msg:?} lacks {needle:?}")
+        }
+        other => panic!("expected InvalidArgument({needle}), got {other:?}"),
+    }
+}
+
+#[test]
+fn keys_values_and_tree_names_beyond_the_limits() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(1, 16)).unwrap();
+    let t = db.tree("t").unwrap();
+    expect_invalid(db.put(t, b"", b"v"), "empty key");
+    expect_invalid(db.get(t, b""), "empty key");
+    expect_invalid(db.delete(t, b""), "empty key");
+    let long = [7u8; 257];
+    expect_invalid(db.put(t, &long, b"v"), "257 bytes");
+    expect_invalid(db.get(t, &long), "257 bytes");
+    expect_invalid(db.delete(t, &long), "257 bytes");
+    expect_invalid(db.put(t, &[1; 256], &[2; 769]), "1025 bytes");
+    expect_invalid(db.put(t, b"k", &[2; 1024]), "1025 bytes");
+    // Exactly at the limits is fine.
+    db.put(t, &[1; 256], &[2; 768]).unwrap();
+    db.put(t, b"k", &[3; 1023]).unwrap();
+    assert_eq!(db.get(t, &[1; 256]).unwrap(), Some(vec![2; 768]));
+    expect_invalid(db.tree(""), "tree name");
+    expect_invalid(db.tree(&"n".repeat(65)), "65");
+    db.tree(&"n".repeat(64)).unwrap();
+    // Nothing bad reached the tree.
+    assert_eq!(db.check_tree(t).unwrap().1, 2);
+    assert_eq!(db.range(t, None, ScanDirection::Forward).count(), 2);
+    db.close().unwrap();
+}
+
+#[test]
+fn options_below_the_minimum() {
+    let dir = tempfile::tempdir().unwrap();
+    expect_invalid(
+        Db::open(
+            dir.path(),
+            Options {
+                workers: 0,
+                ..tiny(1, 16)
+            },
+        ),
+        "workers",
+    );
+    expect_invalid(Db::open(dir.path(), tiny(2, 15)), "below the minimum");
+    expect_invalid(Db::open(dir.path(), tiny(1, 0)), "below the minimum");
+    // The refused opens left nothing that breaks a valid open.
+    let db = Db::open(dir.path(), tiny(2, 16)).unwrap();
+    let t = db.tree("t").unwrap();
+    db.put(t, b"k", b"v").unwrap();
+    db.close().unwrap();
+}
+
+/// A store with one tree holding `n` entries, closed.
+fn make_store(dir: &Path, n: u32) {
+    let db = Db::open(dir, tiny(1, 64)).unwrap();
+    let t = db.tree("data").unwrap();
+    for i in 0..n {
+        db.put(t, &i.to_be_bytes(), &[i as u8; 100]).unwrap();
+    }
+    db.close().unwrap();
+}
+
+fn read_page(path: &Path, pid: u64) -> [u8; PAGE] {
+    let mut page = [0u8; PAGE];
+    let file = std::fs::File::open(path).unwrap();
+    file.read_exact_at(&mut page, pid * PAGE as u64).unwrap();
+    page
+}
+
+fn write_page(path: &Path, pid: u64, page: &[u8; PAGE]) {
+    let file = OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(page, pid * PAGE as u64).unwrap();
+    file.sync_all().unwrap();
+}
+
+#[test]
+fn store_with_another_page_size() {
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 10);
+    let data = dir.path().join("data.ft");
+    let mut meta = read_page(&data, 0);
+    assert_eq!(&meta[24..32], b"FLASHTRE");
+    meta[36..40].copy_from_slice(&8192u32.to_le_bytes());
+    seal_page(&mut meta, 0);
+    write_page(&data, 0, &meta);
+    match Db::open(dir.path(), tiny(1, 16)) {
+        Err(Error::Unsupported(msg)) => {
+            assert!(msg.contains("8192-byte pages"), "{msg}");
+            assert!(msg.contains("4096"), "{msg}");
+        }
+        other => panic!("expected Unsupported, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn corrupt_metadata_page() {
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 10);
+    let data = dir.path().join("data.ft");
+    let mut meta = read_page(&data, 0);
+    meta[41] ^= 0x10; // inside next_pid; the checksum no longer matches
+    write_page(&data, 0, &meta);
+    match Db::open(dir.path(), tiny(1, 16)) {
+        Err(Error::Corrupt(msg)) => {
+            assert!(msg.contains("metadata page"), "{msg}");
+            assert!(msg.contains("checksum"), "{msg}");
+        }
+        other => panic!("expected Corrupt, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn file_that_is_not_a_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk: Vec<u8> = (0..64 * 1024).map(|i| (i * 7 + 3) as u8).collect();
+    std::fs::write(dir.path().join("data.ft"), &junk).unwrap();
+    match Db::open(dir.path(), tiny(1, 16)) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains("not a flashtree store"), "{msg}"),
+        other => panic!("expected Corrupt, got {:?}", other.map(|_| ())),
+    }
+    // The file was not touched.
+    assert_eq!(std::fs::read(dir.path().join("data.ft")).unwrap(), junk);
+}
+
+#[test]
+fn corrupt_data_page_is_reported_not_a_panic() {
+    let dir = tempfile::tempdir().unwrap();
+    let n = 3000u32;
+    make_store(dir.path(), n);
+    let data = dir.path().join("data.ft");
+    let pages = std::fs::metadata(&data).unwrap().len() / PAGE as u64;
+    // A leaf (page kind 1 at offset 4) that is not the root (page 1).
+    let leaf = (2..pages)
+        .find(|&pid| {
+            let page = read_page(&data, pid);
+            u16::from_le_bytes([page[4], page[5]]) == 1
+                && u64::from_le_bytes(page[8..16].try_into().unwrap()) == pid
+        })
+        .expect("a leaf on disk");
+    let mut page = read_page(&data, leaf);
+    for b in &mut page[2000..2010] {
+        *b ^= 0xA5;
+    }
+    write_page(&data, leaf, &page);
+    let db = Db::open(dir.path(), tiny(1, 16)).unwrap();
+    let t = db.tree("data").unwrap();
+    let needle = format!("page {leaf}");
+    let mut corrupt_reads = 0;
+    for i in 0..n {
+        match db.get(t, &i.to_be_bytes()) {
+            Ok(Some(v)) => assert_eq!(v, vec![i as u8; 100]),
+            Ok(None) => panic!("key {i} vanished"),
+            Err(Error::Corrupt(msg)) => {
+                assert!(msg.contains(&needle), "{msg} does not name {needle}");
+                corrupt_reads += 1;
+            }
+            Err(e) => panic!("unexpected error {e}"),
+        }
+    }
+    assert!(corrupt_reads > 0, "the keys of leaf {leaf} must fail");
+    assert!(corrupt_reads < n, "only one leaf is damaged");
+    match db.check_tree(t) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains(&needle), "{msg}"),
+        other => panic!("check_tree must report the damage, got {other:?}"),
+    }
+    let scanned: Vec<_> = db.range(t, None, ScanDirection::Forward).collect();
+    assert!(
+        scanned.iter().any(|r| r.is_err()),
+        "a full scan must hit the damaged leaf"
+    );
+    // The engine still works for the rest, and closes cleanly.
+    let healthy = (0..n)
+        .find(|i| db.get(t, &i.to_be_bytes()).is_ok())
+        .expect("a healthy key");
+    db.put(t, &healthy.to_be_bytes(), b"after").unwrap();
+    assert_eq!(
+        db.get(t, &healthy.to_be_bytes()).unwrap(),
+        Some(b"after".to_vec())
+    );
+    db.close().unwrap();
+}
+
+#[test]
+fn direct_io_on_tmpfs_is_refused_clearly() {
+    if !Path::new("/dev/shm").is_dir() {
+        eprintln!("skipped: no /dev/shm");
+        return;
+    }
+    let dir = tempfile::tempdir_in("/dev/shm").unwrap();
+    let options = Options {
+        direct_io: true,
+        ..tiny(1, 16)
+    };
+    // Kernels before 6.6 refuse O_DIRECT on tmpfs; newer ones accept it,
+    // and then the store must simply work.
+    match Db::open(dir.path(), options) {
+        Err(e) => assert!(e.to_string().contains("O_DIRECT"), "{e}"),
+        Ok(db) => {
+            let t = db.tree("t").unwrap();
+            db.put(t, b"direct", b"v").unwrap();
+            assert_eq!(db.get(t, b"direct").unwrap(), Some(b"v".to_vec()));
+            db.close().unwrap();
+            std::fs::remove_file(dir.path().join("data.ft")).unwrap();
+        }
+    }
+    // Without direct I/O the same place works.
+    let db = Db::open(
+        dir.path(),
+        Options {
+            direct_io: false,
+            ..tiny(1, 16)
+        },
+    )
+    .unwrap();
+    let t = db.tree("t").unwrap();
+    db.put(t, b"k", b"v").unwrap();
+    assert_eq!(db.get(t, b"k").unwrap(), Some(b"v".to_vec()));
+    db.close().unwrap();
+}
