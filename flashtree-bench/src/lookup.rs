@@ -21,6 +21,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// Tasks per worker without --tasks or a device model: enough to keep this
+/// machine's virtio disk (flat at ~90k IOPS from depth 128 up) saturated
+/// while some tasks are busy on hits.
+pub const DEFAULT_TASKS: usize = 512;
+
 /// Bytes of each value, as in seed 000.
 pub const VALUE_BYTES: usize = 120;
 const TREE_NAME: &str = "lookup";
@@ -38,7 +43,7 @@ pub struct LookupArgs {
     /// Worker threads.
     #[arg(long, default_value_t = 1)]
     pub workers: usize,
-    /// Tasks per worker (default 256, or chosen by the device model).
+    /// Tasks per worker (default 512, or chosen by the device model).
     #[arg(long)]
     pub tasks: Option<usize>,
     /// Seconds of lookups.
@@ -66,6 +71,10 @@ pub struct LookupArgs {
     /// Also measure random 4 KiB reads at depth 128 on the store's file.
     #[arg(long)]
     pub vs_iobench: bool,
+    /// Also run each of these tasks-per-worker values (e.g. 1,4,16,64,256)
+    /// on the same store, and compare the chosen value with the best.
+    #[arg(long)]
+    pub tasks_sweep: Option<String>,
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -114,6 +123,8 @@ pub struct LookupSummary {
     pub tasks_reason: String,
     /// iobench random 4 KiB reads at depth 128 on the same file (--vs-iobench).
     pub device_read_iops: Option<f64>,
+    /// The device measured right before and right after the lookups.
+    pub device_read_iops_before_after: Option<(f64, f64)>,
     /// miss_ops_per_sec / device_read_iops.
     pub ratio_to_device: Option<f64>,
 }
@@ -143,14 +154,65 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
     }
     let tree = db.tree(TREE_NAME).map_err(|e| e.to_string())?;
     let load_rate = ensure_loaded(&db, tree, args.records, !args.json)?;
+    let sweep = match &args.tasks_sweep {
+        Some(list) => crate::util::parse_list(list, |t| {
+            t.parse::<usize>()
+                .map_err(|_| format!("'{t}' is not a task count"))
+                .and_then(|t| {
+                    if t == 0 || t > 65536 {
+                        Err("tasks must be 1..=65536".into())
+                    } else {
+                        Ok(t)
+                    }
+                })
+        })
+        .map_err(usage_error)?,
+        None => Vec::new(),
+    };
+    let mut sweep_results = Vec::new();
+    for &t in &sweep {
+        let mut point = run_lookups(&db, tree, &args, t, pool_bytes)?;
+        point.tasks_reason = "sweep".into();
+        print_sweep_point(&point, args.json)?;
+        sweep_results.push(point);
+    }
+    // The device drifts on a shared machine: measure it right before and
+    // right after the lookups and compare with the mean of the two.
+    let data_files = [args.path.join("data.ft")];
+    let seconds_device = args.seconds.min(10.0);
+    let device_before = if args.vs_iobench {
+        Some(device_read_iops(&data_files, backend, seconds_device)?)
+    } else {
+        None
+    };
     let mut summary = run_lookups(&db, tree, &args, tasks, pool_bytes)?;
     summary.load_records_per_sec = load_rate;
     summary.tasks_reason = tasks_reason;
+    let device_after = if args.vs_iobench {
+        Some(device_read_iops(&data_files, backend, seconds_device)?)
+    } else {
+        None
+    };
     db.close().map_err(|e| e.to_string())?;
-    if args.vs_iobench {
-        let iops = device_read_iops(&args.path.join("data.ft"), backend, args.seconds.min(10.0))?;
+    if let (Some(before), Some(after)) = (device_before, device_after) {
+        let iops = (before + after) / 2.0;
         summary.device_read_iops = Some(iops);
+        summary.device_read_iops_before_after = Some((before, after));
         summary.ratio_to_device = Some(summary.miss_ops_per_sec / iops);
+    }
+    if let Some(best) = sweep_results
+        .iter()
+        .max_by(|a, b| a.ops_per_sec.total_cmp(&b.ops_per_sec))
+    {
+        let ratio = summary.ops_per_sec / best.ops_per_sec;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({"sweep_best_tasks": best.tasks, "sweep_best_ops_per_sec": best.ops_per_sec, "chosen_tasks": summary.tasks, "chosen_ops_per_sec": summary.ops_per_sec, "chosen_to_best_ratio": ratio})
+            );
+        } else {
+            println!("\nsweep best: {} tasks/worker at {:.0} lookups/s; chosen {} tasks/worker at {:.0} lookups/s = {:.3} of best", best.tasks, best.ops_per_sec, summary.tasks, summary.ops_per_sec, ratio);
+        }
     }
     print_summary(&summary, args.json)
 }
@@ -174,7 +236,7 @@ fn validate(args: &LookupArgs) -> Result<(), String> {
     Ok(())
 }
 
-/// Tasks per worker: the flag, else the device model's choice, else 256.
+/// Tasks per worker: the flag, else the device model's choice, else DEFAULT_TASKS.
 fn choose_tasks(args: &LookupArgs) -> Result<(usize, String), String> {
     if let Some(t) = args.tasks {
         return Ok((t, "set by --tasks".into()));
@@ -185,7 +247,7 @@ fn choose_tasks(args: &LookupArgs) -> Result<(usize, String), String> {
         .or_else(|| Some(args.path.join("model.json")).filter(|p| p.exists()));
     let Some(path) = path else {
         return Ok((
-            256,
+            DEFAULT_TASKS,
             "default (no device model; see `flashtree model`)".into(),
         ));
     };
@@ -484,6 +546,7 @@ fn run_lookups(
         seconds,
         tasks_reason: String::new(),
         device_read_iops: None,
+        device_read_iops_before_after: None,
         ratio_to_device: None,
     })
 }
@@ -544,16 +607,14 @@ fn report_each_second(
     lines
 }
 
-/// Random 4 KiB reads at depth 128 with one thread on `file`.
-fn device_read_iops(file: &Path, backend: BackendKind, seconds: f64) -> Result<f64, String> {
-    let size_bytes = std::fs::metadata(file)
-        .map_err(|e| format!("{}: {e}", file.display()))?
-        .len()
-        / 4096
-        * 4096;
-    let mut config = StorageConfig::new([file.to_path_buf()]);
+/// Random 4 KiB reads at depth 128 with one thread over the store's files.
+fn device_read_iops(files: &[PathBuf], backend: BackendKind, seconds: f64) -> Result<f64, String> {
+    // Read-only: it runs while the store is open, and only reads.
+    let mut config = StorageConfig::new(files.to_vec());
     config.create = false;
+    config.read_only = true;
     let storage = Arc::new(Storage::open(&config).map_err(|e| e.to_string())?);
+    let size_bytes = storage.capacity_bytes();
     let spec = PointSpec {
         backend,
         pattern: Pattern::RandRead,
@@ -569,6 +630,15 @@ fn device_read_iops(file: &Path, backend: BackendKind, seconds: f64) -> Result<f
         ..IoConfig::default()
     };
     Ok(run_point(&storage, size_bytes, &io, &spec)?.iops)
+}
+
+fn print_sweep_point(s: &LookupSummary, json: bool) -> Result<(), String> {
+    if json {
+        println!("{}", serde_json::to_string(s).map_err(|e| e.to_string())?);
+    } else {
+        println!("sweep: {:>5} tasks/worker  {:>9.0} lookups/s  hit {:.3}  {:>8.0} reads/s  {:.2} µs CPU/lookup  p99 {:.0} µs", s.tasks, s.ops_per_sec, s.hit_ratio, s.read_iops, s.cpu_us_per_op, s.lat_us_p99);
+    }
+    Ok(())
 }
 
 fn print_summary(s: &LookupSummary, json: bool) -> Result<(), String> {
@@ -601,9 +671,8 @@ fn print_summary(s: &LookupSummary, json: bool) -> Result<(), String> {
         None => println!("  load                 reused the store (--reuse)"),
     }
     if let (Some(iops), Some(ratio)) = (s.device_read_iops, s.ratio_to_device) {
-        println!(
-            "  device (iobench)     {iops:.0} random 4 KiB reads/s at depth 128 on the same file"
-        );
+        let (before, after) = s.device_read_iops_before_after.unwrap_or((iops, iops));
+        println!("  device (iobench)     {iops:.0} random 4 KiB reads/s at depth 128 on the same file (mean of {before:.0} before and {after:.0} after)");
         println!("  ratio                {ratio:.3} (lookups over misses / device IOPS)");
     }
     Ok(())

@@ -46,6 +46,10 @@ const NO_PAGE: u64 = u64::MAX;
 const FREED_PAGE: u64 = u64::MAX - 1;
 /// A worker with nothing to run waits for in-flight I/O / this many completions.
 const WAIT_BATCH_DIVISOR: usize = 16;
+/// Page-table frame slot of a freed page: a stale reference to it (read
+/// from a parent before the page was merged away) must not load it from
+/// disk; the task restarts and finds the parent changed.
+const FREED_SLOT: u32 = u32::MAX;
 /// Bit of a request's user_data marking a write-back.
 const WRITE_TAG: u64 = 1 << 63;
 
@@ -465,7 +469,7 @@ impl GuardX<'_> {
     pub fn free(self) {
         let bm = self.bm;
         bm.frame_dirty[self.frame as usize].store(false, Ordering::Relaxed);
-        bm.frame_slot(self.pid).store(0, Ordering::Release);
+        bm.frame_slot(self.pid).store(FREED_SLOT, Ordering::Release);
         bm.frame_pid[self.frame as usize].store(FREED_PAGE, Ordering::Release);
         bm.state(self.pid).unlock_x_into(EVICTED);
         bm.free_pids
@@ -581,6 +585,9 @@ impl WorkerBuffer {
         let state = self.bm.state(pid);
         let word = state.load();
         match state_of(word) {
+            EVICTED if self.bm.frame_slot(pid).load(Ordering::Acquire) == FREED_SLOT => {
+                return Ok(LoadStart::Busy)
+            }
             EVICTED => {}
             LOADING | LOCKED => return Ok(LoadStart::Busy),
             _ => return Ok(LoadStart::Resident),
