@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Runs every headline measurement of the closing notes, one after another,
+# on files under $DIR (default ./bench-data), and logs to results/.
+# Usage: bash scripts/headline.sh [io|lookup|model|compare|all]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup.sh
+export PATH="$HOME/.cargo/bin:$PATH"
+cargo build --release -p flashtree-cli
+FT=./target/release/flashtree
+DIR=${DIR:-./bench-data}
+mkdir -p "$DIR" results
+what=${1:-all}
+log=results/headline-$(date +%Y%m%d-%H%M%S)-$what.txt
+exec > >(tee "$log") 2>&1
+echo "# flashtree headline run, $(date -u), $(nproc) cores, $(uname -r)"
+
+if [[ $what == io || $what == all ]]; then
+  echo "## issue 2: iobench vs fio on the same file (one run each, interleaved)"
+  $FT iobench --path "$DIR/io.dat" --size 8GiB --seconds 10 --depth 128 --backend io_uring --vs-fio
+  $FT iobench --path "$DIR/io.dat" --size 8GiB --seconds 10 --depth 128 --backend libaio --vs-fio
+  $FT iobench --path "$DIR/io.dat" --size 8GiB --seconds 10 --depth 1 --backend sync --vs-fio
+  echo "## issue 2: depth sweep (plot in results/iobench-depth.png)"
+  $FT iobench --path "$DIR/io.dat" --size 8GiB --seconds 5 --depth 1,2,4,8,16,32,64,128,256 --backend io_uring
+fi
+
+if [[ $what == lookup || $what == all ]]; then
+  echo "## issue 3: 10M records, 128 MiB pool (~11x out of memory), 1 worker, device measured before and after"
+  $FT bench lookup --records 10000000 --pool 128MiB --workers 1 --seconds 20 --path "$DIR/oom" --vs-iobench
+  echo "## issue 3: 10M records in memory (pool 2 GiB), 1 worker"
+  $FT bench lookup --records 10000000 --pool 2GiB --workers 1 --tasks 16 --seconds 10 --path "$DIR/mem"
+fi
+
+if [[ $what == model || $what == all ]]; then
+  echo "## issue 5: measure, fit, then bench lookup with the chosen tasks vs a manual sweep"
+  $FT model measure --quick --path "$DIR/model.dat" --size 4GiB --out "$DIR/grid.json"
+  $FT model fit --input "$DIR/grid.json" --out "$DIR/model.json"
+  $FT bench lookup --records 10000000 --pool 128MiB --workers 1 --seconds 10 --path "$DIR/oom" --reuse \
+      --model "$DIR/model.json" --tasks-sweep 1,4,16,64,256
+fi
+
+if [[ $what == compare || $what == all ]]; then
+  echo "## issue 4: random lookups 10x out of memory on core 0"
+  $FT bench compare --workload lookup --engines flashtree,rocksdb,wiredtiger,lmdb \
+      --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 16,64,256,1024 --tasks 512 --dir "$DIR/compare"
+  echo "## issue 4: TPC-C"
+  $FT bench compare --workload tpcc --engines flashtree,rocksdb,wiredtiger,lmdb \
+      --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 16,64,256,1024 --tasks 512 --dir "$DIR/compare"
+fi
+echo "# log: $log"
