@@ -151,6 +151,7 @@ fn measure_device_limit(
                 read_pct: 100,
                 block_bytes: DEVICE_LIMIT_BLOCK_BYTES,
                 depth: DEVICE_LIMIT_DEPTH,
+                batch: IoConfig::default().submit_batch,
                 threads: threads as u32,
                 seconds: DEVICE_LIMIT_SECONDS,
             };

@@ -103,6 +103,7 @@ fn parse_fio_json(text: &str, spec: &PointSpec, engine: &str) -> Result<PointRes
         read_pct: spec.read_pct,
         block: spec.block_bytes,
         depth: spec.depth,
+        batch: spec.batch,
         threads: spec.threads,
         iops,
         mib_s: iops * f64::from(spec.block_bytes) / (1 << 20) as f64,
@@ -137,6 +138,7 @@ mod tests {
             read_pct: 100,
             block_bytes: 4096,
             depth: 128,
+            batch: 4,
             threads: 1,
             seconds: 10.0,
         };

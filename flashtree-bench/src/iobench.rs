@@ -42,6 +42,10 @@ pub struct IobenchArgs {
     /// Requests in flight per thread, e.g. 128 or 1,4,16,64,256.
     #[arg(long, default_value = "128")]
     pub depth: String,
+    /// Requests per submit syscall at most (0: one submit per loop), e.g.
+    /// 4 or 1,4,16,1000.
+    #[arg(long, default_value = "4")]
+    pub batch: String,
     /// Threads, each with its own channel.
     #[arg(long, default_value = "1")]
     pub threads: String,
@@ -138,6 +142,8 @@ pub struct PointSpec {
     pub block_bytes: u32,
     /// In flight per thread.
     pub depth: u32,
+    /// Requests per submit at most.
+    pub batch: u32,
     /// Threads.
     pub threads: u32,
     /// Duration.
@@ -157,6 +163,8 @@ pub struct PointResult {
     pub block: u32,
     /// In flight per thread.
     pub depth: u32,
+    /// Requests per submit at most.
+    pub batch: u32,
     /// Threads.
     pub threads: u32,
     /// Completed requests per second.
@@ -221,6 +229,7 @@ pub fn run(args: IobenchArgs) -> Result<(), String> {
         let mut io_config = sweep.io_config.clone();
         io_config.backend = spec.backend;
         io_config.depth = spec.depth;
+        io_config.submit_batch = spec.batch;
         let result = run_point(&storage, sweep.size_bytes, &io_config, spec)?;
         emit(&result, args.json)?;
         if args.vs_fio {
@@ -266,6 +275,7 @@ fn parse_args(args: &IobenchArgs) -> Result<Sweep, String> {
     })
     .map_err(bad)?;
     let depths = parse_list(&args.depth, |s| parse_bounded(s, 1, 4096, "depth")).map_err(bad)?;
+    let batches = parse_list(&args.batch, |s| parse_bounded(s, 0, 65536, "batch")).map_err(bad)?;
     let threads =
         parse_list(&args.threads, |s| parse_bounded(s, 1, 1024, "threads")).map_err(bad)?;
     let backends = parse_list(&args.backend, |s| s.parse::<BackendKind>()).map_err(bad)?;
@@ -291,6 +301,7 @@ fn parse_args(args: &IobenchArgs) -> Result<Sweep, String> {
         ("read-pct", read_pcts.len()),
         ("block", blocks.len()),
         ("depth", depths.len()),
+        ("batch", batches.len()),
         ("threads", threads.len()),
     ];
     let swept: Vec<&'static str> = lists
@@ -310,16 +321,19 @@ fn parse_args(args: &IobenchArgs) -> Result<Sweep, String> {
             for &read_pct in &read_pcts {
                 for &block_bytes in &blocks {
                     for &depth in &depths {
-                        for &t in &threads {
-                            points.push(PointSpec {
-                                backend,
-                                pattern,
-                                read_pct,
-                                block_bytes,
-                                depth,
-                                threads: t,
-                                seconds: args.seconds,
-                            });
+                        for &batch in &batches {
+                            for &t in &threads {
+                                points.push(PointSpec {
+                                    backend,
+                                    pattern,
+                                    read_pct,
+                                    block_bytes,
+                                    depth,
+                                    batch,
+                                    threads: t,
+                                    seconds: args.seconds,
+                                });
+                            }
                         }
                     }
                 }
@@ -652,6 +666,7 @@ fn summarize(spec: &PointSpec, stats: Vec<ThreadStats>, seconds: f64, cpu_s: f64
         },
         block: spec.block_bytes,
         depth: spec.depth,
+        batch: spec.batch,
         threads: spec.threads,
         iops,
         mib_s: iops * f64::from(spec.block_bytes) / (1 << 20) as f64,
@@ -725,6 +740,7 @@ fn plot_sweep(out_dir: &Path, param: &str, results: &[PointResult]) -> Result<Pa
         match param {
             "block" => f64::from(r.block),
             "threads" => f64::from(r.threads),
+            "batch" => f64::from(r.batch),
             "read-pct" => f64::from(r.read_pct),
             _ => f64::from(r.depth),
         }

@@ -621,6 +621,7 @@ fn device_read_iops(files: &[PathBuf], backend: BackendKind, seconds: f64) -> Re
         read_pct: 100,
         block_bytes: 4096,
         depth: 128,
+        batch: IoConfig::default().submit_batch,
         threads: 1,
         seconds,
     };

@@ -114,6 +114,7 @@ pub struct IoChannel {
     free_slots: Vec<u32>,
     /// Accepted by push but not yet handed to the kernel.
     queued_count: u32,
+    submit_batch: u32,
     notes: Vec<String>,
     _not_sync: PhantomData<*mut ()>,
 }
@@ -143,6 +144,7 @@ impl IoChannel {
             slots: vec![EMPTY_SLOT; config.depth as usize],
             free_slots: (0..config.depth).rev().collect(),
             queued_count: 0,
+            submit_batch: config.submit_batch,
             notes,
             _not_sync: PhantomData,
         })
@@ -222,6 +224,11 @@ impl IoChannel {
             Backend::Sync(sync) => sync.queue(index),
         }
         self.queued_count += 1;
+        if self.submit_batch > 0 && self.queued_count >= self.submit_batch {
+            // A failure here leaves the requests queued; the next explicit
+            // submit reports it.
+            let _ = self.submit();
+        }
         Ok(())
     }
 

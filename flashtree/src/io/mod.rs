@@ -123,6 +123,11 @@ pub struct IoConfig {
     /// io_uring: memory regions to register as fixed buffers; requests whose
     /// buffer lies inside one use READ_FIXED / WRITE_FIXED.
     pub register_buffers: bool,
+    /// `push` submits by itself once this many requests are queued. Small
+    /// batches keep the device busy sooner: on this machine's virtio disk,
+    /// batches of 4 give 86k IOPS at depth 32 where one batch per loop gives
+    /// 69k (`flashtree iobench --batch 4,1000`). 0 = only explicit submits.
+    pub submit_batch: u32,
 }
 
 impl Default for IoConfig {
@@ -134,6 +139,7 @@ impl Default for IoConfig {
             sqpoll: Feature::Off,
             register_files: true,
             register_buffers: true,
+            submit_batch: 4,
         }
     }
 }
