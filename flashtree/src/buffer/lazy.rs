@@ -36,6 +36,13 @@ impl<T> LazyArray<T> {
         if ptr == libc::MAP_FAILED {
             return None;
         }
+        if bytes >= 2 << 20 {
+            // Huge pages for large tables and the frame pool: random
+            // accesses then miss the TLB far less. Advice only: the kernel
+            // may ignore it. Given before any page is touched.
+            // SAFETY: changes paging hints of the mapping just made.
+            unsafe { libc::madvise(ptr, bytes, libc::MADV_HUGEPAGE) };
+        }
         Some(LazyArray {
             ptr: ptr.cast(),
             len,
@@ -46,6 +53,11 @@ impl<T> LazyArray<T> {
     #[inline]
     pub(crate) fn len(&self) -> usize {
         self.len
+    }
+
+    /// The first element's address.
+    pub(crate) fn as_ptr(&self) -> *mut T {
+        self.ptr
     }
 
     #[inline]

@@ -28,7 +28,7 @@ mod lazy;
 pub(crate) mod state;
 
 use crate::error::{Error, Result};
-use crate::io::{AlignedBuf, IoChannel, IoCompletion, IoConfig, IoRequest, Storage, PAGE_SIZE};
+use crate::io::{IoChannel, IoCompletion, IoConfig, IoRequest, Storage, PAGE_SIZE};
 use crate::sched::TaskId;
 use lazy::LazyArray;
 use state::{
@@ -105,6 +105,10 @@ pub struct BufferConfig {
 /// Frames smallest partition a worker may have.
 pub const MIN_FRAMES_PER_WORKER: u64 = 8;
 
+/// One frame of the pool: a page-aligned page (zero bits are valid).
+#[repr(C, align(4096))]
+struct Frame([u8; PAGE_SIZE]);
+
 /// The page table entry of one page id (16 bytes).
 #[repr(C)]
 struct PageEntry {
@@ -117,7 +121,7 @@ struct PageEntry {
 /// The shared part of the buffer manager.
 pub struct BufferManager {
     storage: Arc<Storage>,
-    _pool: AlignedBuf,
+    _pool: LazyArray<Frame>,
     pool_ptr: *mut u8,
     frame_count: u32,
     /// Per page id: its state word and frame, side by side so that a
@@ -157,9 +161,10 @@ impl BufferManager {
             ))
         };
         let pages = LazyArray::new(max_pages).ok_or_else(no_memory)?;
-        let mut pool = AlignedBuf::new(frames as usize * PAGE_SIZE);
-        let pool_ptr = pool.as_mut_ptr();
-        advise_huge_pages(pool_ptr, frames as usize * PAGE_SIZE);
+        let pool: LazyArray<Frame> = LazyArray::new(frames as usize).ok_or_else(|| {
+            Error::Unsupported(format!("cannot map a pool of {} bytes", config.pool_bytes))
+        })?;
+        let pool_ptr = pool.as_ptr().cast::<u8>();
         let per_worker = frames / workers;
         let partitions = (0..workers)
             .map(|w| {
@@ -927,13 +932,6 @@ fn page_kind(bm: &BufferManager, frame: u32) -> u16 {
         ]
     };
     u16::from_le_bytes(bytes)
-}
-
-/// Asks for transparent huge pages on a large region (fewer TLB misses on
-/// random frame accesses). Best effort: the kernel may ignore it.
-fn advise_huge_pages(ptr: *mut u8, len: usize) {
-    // SAFETY: madvise only changes paging hints of memory we own.
-    unsafe { libc::madvise(ptr.cast(), len, libc::MADV_HUGEPAGE) };
 }
 
 /// Stamps the page id and the checksum into the common header.
