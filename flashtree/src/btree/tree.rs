@@ -69,6 +69,48 @@ pub fn lookup(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) -
     Ok(found)
 }
 
+/// Point lookup that lets other tasks run while each child node's first
+/// cache lines are fetched from memory. A tree larger than the CPU caches is
+/// bound by memory latency; overlapping the misses of many tasks hides it.
+/// This is the one asynchronous tree operation: it holds only optimistic
+/// latches (version snapshots, no latch state), which may cross a yield,
+/// and validates before trusting anything. It returns `Restart` like the
+/// synchronous operations; the caller then falls back to [`lookup`].
+pub async fn lookup_interleaved(
+    bm: &BufferManager,
+    root: PageId,
+    key: &[u8],
+    out: &mut Vec<u8>,
+) -> std::result::Result<bool, Restart> {
+    let mut node = bm.fix_optimistic(root).map_err(as_restart)?;
+    loop {
+        let n = Node::from_page(node.page());
+        if n.is_leaf() {
+            let (slot, found) = n.lower_bound(key);
+            if found {
+                out.clear();
+                out.extend_from_slice(n.value(slot));
+            }
+            node.check()?;
+            return Ok(found);
+        }
+        let child = n.child_for(key);
+        node.check()?;
+        let next = bm.fix_optimistic(child).map_err(as_restart)?;
+        node.check()?;
+        next.prefetch();
+        crate::sched::yield_now().await;
+        node = next;
+    }
+}
+
+fn as_restart(e: OpError) -> Restart {
+    match e {
+        OpError::Restart(r) => r,
+        OpError::Fatal(_) => Restart::Retry, // the synchronous path reports it
+    }
+}
+
 /// Inserts or replaces. Keys and values must be within the node limits.
 pub fn insert(
     bm: &BufferManager,

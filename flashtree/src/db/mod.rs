@@ -547,6 +547,15 @@ impl TaskCtx {
     pub async fn get(&self, tree: Tree, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         check_key(key)?;
         let bm = &self.inner.bm;
+        match tree::lookup_interleaved(bm, tree.root, key, value).await {
+            Ok(found) => return Ok(found),
+            Err(crate::buffer::Restart::Load(pid)) => {
+                // Load it now; the restartable lookup below then finds it.
+                self.missed.set(true);
+                worker::load_page(pid).await?;
+            }
+            Err(_) => {}
+        }
         run_op(&self.missed, |_| tree::lookup(bm, tree.root, key, value)).await
     }
 

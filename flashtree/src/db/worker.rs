@@ -115,7 +115,7 @@ impl Future for Parked {
 }
 
 /// Brings `pid` into memory (or waits for whoever is loading it).
-async fn load_page(pid: u64) -> Result<()> {
+pub(crate) async fn load_page(pid: u64) -> Result<()> {
     let task = current_task().expect("load_page outside a task");
     match with_local(|wb| wb.start_load(pid, task))? {
         crate::buffer::LoadStart::Started => {
