@@ -12,33 +12,10 @@ pub fn usage_error(message: impl std::fmt::Display) -> String {
     format!("{USAGE_ERROR_PREFIX}{message}")
 }
 
-/// Parses "4096", "4KiB", "4k", "128MiB", "8GiB", "1.5GiB" into bytes.
+/// Parses "4096", "4KiB", "4k", "128MiB", "8GiB", "1.5GiB" into bytes
+/// (the same parser as `flashtree bench compare`).
 pub fn parse_size_bytes(text: &str) -> Result<u64, String> {
-    let t = text.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
-    let value: f64 = number
-        .parse()
-        .map_err(|_| format!("'{text}' is not a size (e.g. 4096, 64KiB, 128MiB, 8GiB)"))?;
-    let multiplier: u64 = match unit.trim().to_ascii_lowercase().as_str() {
-        "" | "b" => 1,
-        "k" | "kb" | "kib" => 1 << 10,
-        "m" | "mb" | "mib" => 1 << 20,
-        "g" | "gb" | "gib" => 1 << 30,
-        "t" | "tb" | "tib" => 1 << 40,
-        other => {
-            return Err(format!(
-                "unknown size unit '{other}' in '{text}' (use KiB, MiB, GiB or TiB)"
-            ))
-        }
-    };
-    let bytes = value * multiplier as f64;
-    if !bytes.is_finite() || bytes < 0.0 || bytes > u64::MAX as f64 {
-        return Err(format!("size '{text}' out of range"));
-    }
-    Ok(bytes as u64)
+    flashtree_peers::sys::parse_bytes(text)
 }
 
 /// Parses a comma-separated list with `parse_one`.

@@ -328,7 +328,11 @@ impl IoChannel {
             });
         };
         match backend {
-            Backend::Uring(uring) => uring.reap(min, &mut on_done)?,
+            Backend::Uring(uring) => {
+                // `wait` takes its own path for io_uring; this is `poll`.
+                debug_assert_eq!(min, 0);
+                uring.reap_ready(&mut on_done)
+            }
             Backend::Aio(aio) => aio.reap(min, &mut on_done)?,
             Backend::Sync(sync) => sync.reap(&mut on_done),
         }

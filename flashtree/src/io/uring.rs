@@ -254,30 +254,14 @@ impl UringBackend {
         }
     }
 
-    pub(crate) fn reap(&mut self, min: usize, on_done: &mut dyn FnMut(u32, i64)) -> Result<()> {
-        let mut reaped = self.drain(on_done);
-        while reaped < min {
-            match self.ring.submit_and_wait(min - reaped) {
-                Ok(n) => self.sq_pending -= n.min(self.sq_pending),
-                Err(e)
-                    if matches!(
-                        e.raw_os_error(),
-                        Some(libc::EAGAIN | libc::EBUSY | libc::EINTR)
-                    ) => {}
-                Err(e) => {
-                    return Err(Error::Unsupported(format!(
-                        "io_uring_enter (wait) failed: {e}"
-                    )))
-                }
-            }
-            reaped += self.drain(on_done);
-        }
-        if reaped == 0 && self.ring.params().is_setup_iopoll() {
+    /// Reaps what has completed without waiting (waiting goes through
+    /// [`UringBackend::submit_and_reap`]).
+    pub(crate) fn reap_ready(&mut self, on_done: &mut dyn FnMut(u32, i64)) {
+        if self.drain(on_done) == 0 && self.ring.params().is_setup_iopoll() {
             // Polled rings only complete when asked to reap.
             let _ = self.ring.submit();
             self.drain(on_done);
         }
-        Ok(())
     }
 
     /// Submits what is pending and waits for `min` completions with as few
