@@ -183,29 +183,17 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
     // Only the pages the store has written: the file is grown ahead with
     // fallocate, and ext4 answers reads of unwritten extents without I/O.
     let written_bytes = db.stats().pages_allocated * 4096;
-    let device_before = if args.vs_iobench {
-        Some(device_read_iops(
-            &data_files,
-            written_bytes,
-            backend,
-            seconds_device,
-        )?)
-    } else {
-        None
+    let measure_device = || -> Result<Option<f64>, String> {
+        if !args.vs_iobench {
+            return Ok(None);
+        }
+        device_read_iops(&data_files, written_bytes, backend, seconds_device).map(Some)
     };
+    let device_before = measure_device()?;
     let mut summary = run_lookups(&db, tree, &args, tasks, pool_bytes)?;
     summary.load_records_per_sec = load_rate;
     summary.tasks_reason = tasks_reason;
-    let device_after = if args.vs_iobench {
-        Some(device_read_iops(
-            &data_files,
-            written_bytes,
-            backend,
-            seconds_device,
-        )?)
-    } else {
-        None
-    };
+    let device_after = measure_device()?;
     db.close().map_err(|e| e.to_string())?;
     if let (Some(before), Some(after)) = (device_before, device_after) {
         let iops = (before + after) / 2.0;

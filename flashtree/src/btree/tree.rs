@@ -407,17 +407,19 @@ pub fn scan_leaf(
         return Err(Restart::Retry.into());
     }
     let (slot, found) = n.lower_bound(start);
-    let slots: Box<dyn Iterator<Item = usize>> = match direction {
-        Direction::Forward => Box::new(slot..n.count()),
-        Direction::Backward => Box::new((0..if found { slot + 1 } else { slot }).rev()),
-    };
     let mut key = Vec::new();
-    for s in slots {
+    let mut copy = |s: usize| {
         n.key_into(s, &mut key);
         let value = n.value(s);
         batch.bytes.extend_from_slice(&key);
         batch.bytes.extend_from_slice(value);
         batch.lengths.push((key.len() as u32, value.len() as u32));
+    };
+    match direction {
+        Direction::Forward => (slot..n.count()).for_each(&mut copy),
+        Direction::Backward => (0..if found { slot + 1 } else { slot })
+            .rev()
+            .for_each(&mut copy),
     }
     batch.next = match direction {
         Direction::Forward if !n.upper_fence().is_empty() => {

@@ -873,8 +873,8 @@ impl WorkerBuffer {
     /// Pages stay in memory, clean. Call with no task running.
     pub fn flush_dirty(&mut self) -> Result<()> {
         let mut wake_none = |_t: TaskId| {};
+        let bm = self.bm.clone();
         for frame in self.first_frame..self.end_frame {
-            let bm = self.bm.clone();
             let pid = bm.frame_pid[frame as usize].load(Ordering::Acquire);
             if pid >= FREED_PAGE || !bm.frame_dirty[frame as usize].load(Ordering::Relaxed) {
                 continue;

@@ -294,12 +294,7 @@ impl IoChannel {
                 ..
             } = self;
             let submitted = uring.submit_and_reap(min, &mut |index, res| {
-                let slot = slots[index as usize];
-                free_slots.push(index);
-                out.push(IoCompletion {
-                    user_data: slot.user_data,
-                    result: check_result(&slot, res, storage),
-                });
+                finish(slots, free_slots, storage, out, index, res)
             })?;
             *queued_count -= submitted as u32;
             return Ok(out.len() - before);
@@ -318,15 +313,8 @@ impl IoChannel {
             storage,
             ..
         } = self;
-        let mut on_done = |index: u32, res: i64| {
-            let slot = slots[index as usize];
-            debug_assert!(!free_slots.contains(&index), "completion for a free slot");
-            free_slots.push(index);
-            out.push(IoCompletion {
-                user_data: slot.user_data,
-                result: check_result(&slot, res, storage),
-            });
-        };
+        let mut on_done =
+            |index: u32, res: i64| finish(slots, free_slots, storage, out, index, res);
         match backend {
             Backend::Uring(uring) => {
                 // `wait` takes its own path for io_uring; this is `poll`.
@@ -377,6 +365,24 @@ fn refused(req: &IoRequest, kind: IoErrorKind) -> IoError {
         len: req.len,
         kind,
     }
+}
+
+/// Hands out the completion of slot `index` and frees the slot.
+fn finish(
+    slots: &[Slot],
+    free_slots: &mut Vec<u32>,
+    storage: &Storage,
+    out: &mut Vec<IoCompletion>,
+    index: u32,
+    res: i64,
+) {
+    let slot = slots[index as usize];
+    debug_assert!(!free_slots.contains(&index), "completion for a free slot");
+    free_slots.push(index);
+    out.push(IoCompletion {
+        user_data: slot.user_data,
+        result: check_result(&slot, res, storage),
+    });
 }
 
 /// Turns a kernel result (bytes or -errno) into the completion's result.
