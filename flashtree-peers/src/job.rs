@@ -2,6 +2,7 @@
 //! that an engine executes on `n` concurrent tasks. [`Job::run_task`] is the
 //! whole body of one task: engines call it and return what it returns.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -28,6 +29,95 @@ pub const LATENCY_NS_MAX: u64 = 60_000_000_000;
 pub const RUN_SECONDS_MAX: u64 = 24 * 3600;
 /// Tasks add to the shared progress counter every this many operations.
 const PROGRESS_BATCH_OPS: u64 = 64;
+/// Significant digits of the latency histograms (1% resolution).
+const LATENCY_SIGNIFICANT_DIGITS: u8 = 2;
+
+/// The stats of the timed-run tasks running on this thread. Tasks of an
+/// async engine share their worker thread, and with it one histogram: one
+/// per task (hundreds per core) would spread the recording over megabytes
+/// and cost a cache miss per operation, which is harness overhead charged
+/// to the engine.
+struct ThreadStats {
+    /// The job (its `RunControl`'s address) these stats belong to.
+    job_id: usize,
+    /// Tasks of that job on this thread that have not finished.
+    active_tasks: usize,
+    stats: TaskStats,
+}
+
+thread_local! {
+    static THREAD_STATS: RefCell<Option<ThreadStats>> = const { RefCell::new(None) };
+}
+
+/// Registers a running task of `job_id` on this thread.
+fn thread_stats_enter(job_id: usize) {
+    THREAD_STATS.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        match slot.as_mut() {
+            Some(shared) if shared.job_id == job_id => shared.active_tasks += 1,
+            Some(shared) => panic!(
+                "tasks of two jobs interleaved on one thread ({} tasks of the other still active)",
+                shared.active_tasks
+            ),
+            None => {
+                *slot = Some(ThreadStats {
+                    job_id,
+                    active_tasks: 1,
+                    stats: TaskStats::new(),
+                })
+            }
+        }
+    });
+}
+
+/// Records one operation into this thread's stats.
+fn thread_stats_record(kind: OpKind, latency_ns: u64, second: u64) {
+    THREAD_STATS.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let shared = slot.as_mut().expect("thread_stats_enter ran first");
+        shared.stats.record(kind, latency_ns, second);
+    });
+}
+
+/// A task leaves: the last one out takes the thread's stats, the others get
+/// empty stats (the engine merges them all).
+fn thread_stats_leave() -> TaskStats {
+    THREAD_STATS.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        let shared = slot.as_mut().expect("thread_stats_enter ran first");
+        shared.active_tasks -= 1;
+        if shared.active_tasks == 0 {
+            slot.take().map(|shared| shared.stats).unwrap_or_default()
+        } else {
+            TaskStats::new()
+        }
+    })
+}
+
+/// Leaves the thread's stats when dropped without [`ThreadStatsMember::finish`]
+/// (a task that panicked or was dropped), so that the thread's next job starts clean.
+struct ThreadStatsMember {
+    finished: bool,
+}
+
+impl ThreadStatsMember {
+    fn enter(job_id: usize) -> Self {
+        thread_stats_enter(job_id);
+        ThreadStatsMember { finished: false }
+    }
+    fn finish(mut self) -> TaskStats {
+        self.finished = true;
+        thread_stats_leave()
+    }
+}
+
+impl Drop for ThreadStatsMember {
+    fn drop(&mut self) {
+        if !self.finished {
+            thread_stats_leave();
+        }
+    }
+}
 
 /// Shared state of a job: stop flag, clock, progress. One per job.
 #[derive(Debug)]
@@ -92,7 +182,7 @@ impl TaskStats {
         TaskStats {
             ops_count: 0,
             ops_by_kind: [0; OP_KIND_COUNT],
-            latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, 3)
+            latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, LATENCY_SIGNIFICANT_DIGITS)
                 .expect("static histogram bounds are valid"),
             ops_per_second: Vec::new(),
         }
@@ -151,8 +241,10 @@ pub struct Job<'a> {
 
 impl Job<'_> {
     /// The whole body of task `task_index` of `task_count`. Engines run this
-    /// on each of their tasks with that task's own handle. On error the
-    /// other tasks are asked to stop.
+    /// on each of their tasks with that task's own handle, and merge what
+    /// all tasks return. In a timed run the tasks on one thread share their
+    /// stats: the last of them to finish returns them all, the others
+    /// return empty stats. On error the other tasks are asked to stop.
     pub async fn run_task<K: Kv>(
         &self,
         kv: &K,
@@ -199,7 +291,21 @@ impl Job<'_> {
         let seed = control.seed ^ (task_index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15);
         let mut rng = Rng64::new(seed);
         let mut state = self.workload.task_state(task_index, task_count, seed);
-        let mut stats = TaskStats::new();
+        let job_id = std::ptr::from_ref(control) as usize;
+        let member = ThreadStatsMember::enter(job_id);
+        let result = self.run_ops(kv, &mut rng, &mut state, task_count).await;
+        let stats = member.finish();
+        result.map(|()| stats)
+    }
+
+    async fn run_ops<K: Kv>(
+        &self,
+        kv: &K,
+        rng: &mut Rng64,
+        state: &mut crate::workload::TaskState,
+        task_count: usize,
+    ) -> Result<(), KvError> {
+        let control = self.control;
         let rate_per_task = control
             .rate_ops_per_sec
             .map(|rate| rate / task_count.max(1) as f64);
@@ -221,10 +327,10 @@ impl Job<'_> {
                 }
                 None => now,
             };
-            let kind = self.workload.op(kv, &mut state).await?;
+            let kind = self.workload.op(kv, state).await?;
             let done = Instant::now();
             let latency_ns = done.saturating_duration_since(began).as_nanos() as u64;
-            stats.record(
+            thread_stats_record(
                 kind,
                 latency_ns,
                 done.duration_since(control.start).as_secs(),
@@ -236,6 +342,6 @@ impl Job<'_> {
             }
         }
         control.add_progress(unreported_ops);
-        Ok(stats)
+        Ok(())
     }
 }

@@ -232,6 +232,64 @@ fn disjoint_ranges_64_tasks_per_worker() {
     disjoint_ranges(64, 60);
 }
 
+/// Runs `tasks_per_worker` tasks on each worker; task `owner` puts
+/// `entry(owner, i)` for i in 0..per_task, in that order.
+fn put_owned_ranges(
+    db: &Db,
+    tree: Tree,
+    tasks_per_worker: usize,
+    per_task: u64,
+    entry: impl Fn(u64, u64) -> (Vec<u8>, Vec<u8>) + Send + Sync + Clone + 'static,
+) -> Failures {
+    let failures = Failures::default();
+    let f = failures.clone();
+    db.run(tasks_per_worker, move |ctx| {
+        let (f, entry) = (f.clone(), entry.clone());
+        async move {
+            let owner = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
+            for i in 0..per_task {
+                let (key, value) = entry(owner, i);
+                if let Err(e) = ctx.put(tree, &key, &value).await {
+                    return f.add(format!("task {owner}: put: {e}"));
+                }
+            }
+        }
+    })
+    .unwrap();
+    failures
+}
+
+/// Tasks that each insert their own key range in ascending order (how a
+/// parallel loader fills a store) leave leaves nearly full, as one
+/// ascending loader does, instead of half full: the leaf at a task's
+/// frontier also holds the first keys of the next range, and the split
+/// there keeps the run on the left.
+#[test]
+fn parallel_ascending_loaders_fill_leaves() {
+    let load = |tasks_per_worker: usize| -> u64 {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(dir.path(), tiny(2, 256)).unwrap();
+        let tree = db.tree("t").unwrap();
+        let keys_per_task = 40_000 / (2 * tasks_per_worker as u64);
+        let entry = move |owner: u64, i: u64| {
+            let key = (owner * keys_per_task + i).to_be_bytes().to_vec();
+            (key, vec![5u8; 120])
+        };
+        put_owned_ranges(&db, tree, tasks_per_worker, keys_per_task, entry).assert_none();
+        let (nodes, entries) = db.check_tree(tree).unwrap();
+        assert_eq!(entries, 40_000);
+        nodes
+    };
+    let one_loader = load(1);
+    let many_loaders = load(32);
+    // 40 000 entries of 138 bytes need ~1 400 full pages; half-full leaves
+    // would need ~2 800.
+    assert!(
+        many_loaders * 10 <= one_loader * 12,
+        "64 parallel loaders made {many_loaders} nodes, 2 made {one_loader}"
+    );
+}
+
 /// What the tasks of the overlapping test did to each key.
 #[derive(Default)]
 struct Journal {
@@ -407,21 +465,11 @@ fn concurrent_shrink_to_empty() {
     // restarts, see `TaskCtx::delete`) mostly give up.
     let tasks_per_worker = 8;
     let per_task = 600u64;
-    let failures = Failures::default();
-    let f = failures.clone();
-    db.run(tasks_per_worker, move |ctx| {
-        let f = f.clone();
-        async move {
-            let owner = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
-            for i in 0..per_task {
-                let key = owned_key(owner, i);
-                if let Err(e) = ctx.put(tree, &key, &value_for(&key, owner, 0)).await {
-                    return f.add(format!("put: {e}"));
-                }
-            }
-        }
-    })
-    .unwrap();
+    let failures = put_owned_ranges(&db, tree, tasks_per_worker, per_task, |owner, i| {
+        let key = owned_key(owner, i);
+        let value = value_for(&key, owner, 0);
+        (key, value)
+    });
     failures.assert_none();
     let (nodes_full, entries) = db.check_tree(tree).unwrap();
     assert_eq!(entries, 2 * tasks_per_worker as u64 * per_task);

@@ -677,6 +677,51 @@ impl Node {
         self.split_at(self.count() - 2, new_left, separator_out);
     }
 
+    /// Split for ascending inserts that end in front of other keys (e.g.
+    /// parallel loaders, each appending to its own key range: the leaf at a
+    /// loader's frontier also holds the first keys of the next range). The
+    /// left page keeps slots `[0, insert_slot)`, full, and this page keeps
+    /// the rest, where the insert goes. Returns false (nothing changed) when
+    /// it does not apply: a leaf only, `0 < insert_slot < count`, and the
+    /// entries that stay here must be at most half of the node's bytes, so
+    /// that the insert fits after the split.
+    pub fn split_for_sequential(
+        &mut self,
+        insert_slot: usize,
+        new_left: &mut [u8; PAGE_SIZE],
+        separator_out: &mut Vec<u8>,
+    ) -> bool {
+        let count = self.count();
+        if !self.is_leaf() || insert_slot == 0 || insert_slot >= count {
+            return false;
+        }
+        let entry_bytes = |index: usize| {
+            let s = self.slot(index);
+            SLOT_BYTES + s.key_len + s.value_len
+        };
+        let total_bytes: usize = (0..count).map(entry_bytes).sum();
+        let right_bytes: usize = (insert_slot..count).map(entry_bytes).sum();
+        if 2 * right_bytes > total_bytes {
+            return false;
+        }
+        let split = insert_slot - 1;
+        // An empty separator cannot be stored (empty upper fence = +infinity).
+        if split == 0 && self.prefix_len() == 0 && self.key_suffix(0).is_empty() {
+            return false;
+        }
+        self.split_at(split, new_left, separator_out);
+        true
+    }
+
+    /// True if the full key of `slot` equals `key`.
+    pub fn key_equals(&self, slot: usize, key: &[u8]) -> bool {
+        let prefix = self.prefix();
+        slot < self.count()
+            && key.len() == prefix.len() + self.key_suffix(slot).len()
+            && key.starts_with(prefix)
+            && key[prefix.len()..] == *self.key_suffix(slot)
+    }
+
     fn split_at(
         &mut self,
         split_slot: usize,
@@ -1641,5 +1686,47 @@ mod tests {
             left.upper_fence() == separator.as_slice()
                 && node.lower_fence() == separator.as_slice()
         );
+    }
+
+    #[test]
+    fn sequential_split_keeps_the_keys_in_front_of_the_insert_on_the_left() {
+        let mut page = [0u8; PAGE_SIZE];
+        let node = init_leaf(&mut page, &[], &[]);
+        // Keys 1000.. of the next range first, then a run 0, 1, 2, .. in front of them.
+        for k in 1000u64..1004 {
+            node.insert(&k.to_be_bytes(), &[9u8; 120]).unwrap();
+        }
+        let mut i = 0u64;
+        while node.has_space_for(8, 120) {
+            node.insert(&i.to_be_bytes(), &[7u8; 120]).unwrap();
+            i += 1;
+        }
+        let count = node.count();
+        let insert_slot = node.lower_bound(&i.to_be_bytes()).0;
+        assert_eq!(insert_slot, count - 4);
+        assert!(node.key_equals(insert_slot - 1, &(i - 1).to_be_bytes()));
+        assert!(!node.key_equals(insert_slot - 1, &i.to_be_bytes()));
+        let mut left_page = [0u8; PAGE_SIZE];
+        let mut separator = Vec::new();
+        assert!(node.split_for_sequential(insert_slot, &mut left_page, &mut separator));
+        let left = Node::from_page(&left_page);
+        assert_eq!(left.count(), count - 4, "the run stays on the left, full");
+        assert_eq!(node.count(), 4, "the next range's keys stay here");
+        check_invariants(&left_page).unwrap();
+        node.check_invariants().unwrap();
+        assert!(node.has_space_for(8, 120), "the insert fits");
+        assert_eq!(node.lower_bound(&i.to_be_bytes()).0, 0, "and goes here");
+        // Not applicable: the insert at either end, or most bytes staying here.
+        let mut other = [0u8; PAGE_SIZE];
+        let full = init_leaf(&mut other, &[], &[]);
+        for k in 0u64..20 {
+            full.insert(&k.to_be_bytes(), &[1u8; 120]).unwrap();
+        }
+        let before = other;
+        let full = Node::from_page_mut(&mut other);
+        assert!(!full.split_for_sequential(0, &mut left_page, &mut separator));
+        assert!(!full.split_for_sequential(20, &mut left_page, &mut separator));
+        assert!(!full.split_for_sequential(5, &mut left_page, &mut separator));
+        assert!(other == before, "a refused split changes nothing");
     }
 }

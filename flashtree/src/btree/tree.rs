@@ -112,12 +112,16 @@ fn as_restart(e: OpError) -> Restart {
 }
 
 /// Inserts or replaces. Keys and values must be within the node limits.
+/// `previous_key` is the key the caller inserted last into this tree, if
+/// any: when a full leaf holds it right in front of `key`, the caller is
+/// inserting a sequence, and the split leaves the left page full.
 pub fn insert(
     bm: &BufferManager,
     wb: &mut WorkerBuffer,
     root: PageId,
     key: &[u8],
     value: &[u8],
+    previous_key: Option<&[u8]>,
 ) -> OpResult<()> {
     debug_assert!(node::entry_within_limits(key.len(), value.len()));
     let (_, leaf) = descend(bm, root, key)?;
@@ -125,7 +129,7 @@ pub fn insert(
     leaf.check()?;
     if !has_space {
         let pid = leaf.pid();
-        split(bm, wb, root, pid, key)?;
+        split(bm, wb, root, pid, key, previous_key)?;
         return Err(Restart::Retry.into());
     }
     let mut leaf = leaf.upgrade()?;
@@ -229,6 +233,7 @@ fn split(
     root: PageId,
     pid: PageId,
     key: &[u8],
+    previous_key: Option<&[u8]>,
 ) -> OpResult<()> {
     let Some((parent, _)) = find_parent(bm, root, pid, key)? else {
         return split_root(bm, wb, root);
@@ -237,7 +242,7 @@ fn split(
     parent.check()?;
     if !parent_has_space {
         let parent_pid = parent.pid();
-        return split(bm, wb, root, parent_pid, key);
+        return split(bm, wb, root, parent_pid, key, None);
     }
     let node = bm.fix_optimistic(pid)?;
     parent.check()?;
@@ -249,9 +254,14 @@ fn split(
     let mut left = wb.alloc_page(bm)?;
     let mut separator = Vec::with_capacity(MAX_KEY_BYTES);
     let n = Node::from_page_mut(node.page_mut());
-    if n.lower_bound(key).0 == n.count() && n.count() >= 3 {
+    let insert_slot = n.lower_bound(key).0;
+    // The caller's previous insert right in front of this one: a sequence.
+    let sequential = insert_slot > 0
+        && previous_key.is_some_and(|previous| n.key_equals(insert_slot - 1, previous));
+    if insert_slot == n.count() && n.count() >= 3 {
         n.split_for_append(left.page_mut(), &mut separator);
-    } else {
+    } else if !(sequential && n.split_for_sequential(insert_slot, left.page_mut(), &mut separator))
+    {
         n.split(left.page_mut(), &mut separator);
     }
     Node::from_page_mut(parent.page_mut())

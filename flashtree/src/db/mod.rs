@@ -32,7 +32,7 @@ use crate::io::{
 };
 use crate::sched::Executor;
 use reply::reply_pair;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::path::{Path, PathBuf};
@@ -335,6 +335,7 @@ impl Db {
                             worker: w,
                             task: t,
                             missed: Cell::new(false),
+                            last_put: RefCell::new((NO_TREE, Vec::new())),
                         };
                         let task = make_task(ctx);
                         let (remaining, sender) = (remaining.clone(), sender.clone());
@@ -491,6 +492,7 @@ impl Db {
                     worker,
                     task: 0,
                     missed: Cell::new(false),
+                    last_put: RefCell::new((NO_TREE, Vec::new())),
                 };
                 let task = make(ctx);
                 exec.spawn(async move { sender.send(task.await) });
@@ -519,12 +521,19 @@ impl Drop for Db {
     }
 }
 
+/// `TaskCtx::last_put` before the first put: page 0 is the metadata page,
+/// never a tree's root.
+const NO_TREE: PageId = 0;
+
 /// A task's handle to the engine, valid on the worker that runs the task.
 pub struct TaskCtx {
     inner: Arc<DbInner>,
     worker: usize,
     task: usize,
     missed: Cell<bool>,
+    /// The tree (root page) and key of this task's last put: lets splits
+    /// recognise a task inserting ascending keys (see `tree::insert`).
+    last_put: RefCell<(PageId, Vec<u8>)>,
 }
 
 impl TaskCtx {
@@ -563,10 +572,18 @@ impl TaskCtx {
     pub async fn put(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<()> {
         check_entry(key, value)?;
         let bm = &self.inner.bm;
-        run_op(&self.missed, |wb| {
-            tree::insert(bm, wb, tree.root, key, value)
+        // Taken out while the put runs: other tasks cannot see it, and this
+        // task's own puts do not overlap.
+        let (last_tree, mut last_key) = self.last_put.take();
+        let previous_key = (last_tree == tree.root).then_some(last_key.as_slice());
+        let result = run_op(&self.missed, |wb| {
+            tree::insert(bm, wb, tree.root, key, value, previous_key)
         })
-        .await
+        .await;
+        last_key.clear();
+        last_key.extend_from_slice(key);
+        *self.last_put.borrow_mut() = (tree.root, last_key);
+        result
     }
 
     /// Removes `key`; true if it was present.

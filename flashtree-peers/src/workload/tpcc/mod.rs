@@ -5,13 +5,23 @@
 //! conditions 1–4 (clause 3.3.2) checked after a run.
 //!
 //! Engines have no transactions here, so the workload serialises what the
-//! conditions depend on with its own locks: one per district (held by
-//! New-Order, Order-Status, Payment for the home and the customer's district, Delivery
-//! per district) and one per warehouse (W_YTD in Payment). Locks are
-//! try-locks that yield when busy, taken in a global order (no deadlock).
-//! Stock updates from remote New-Orders are not locked (no condition 1–4
-//! depends on stock). Rolled-back New-Orders (1%) check the items before
-//! writing anything, so a rollback leaves no trace.
+//! conditions depend on with its own locks, and holds them only over rows
+//! that every transaction touches (warehouse, district, the tail of the
+//! order tables), never over a random read:
+//! - one lock per district: New-Order holds it while it takes an order id and
+//!   writes the order, its new-order row and its lines; Payment while it adds
+//!   to D_YTD; Delivery while it delivers that district's oldest order;
+//! - one lock per warehouse: Payment adds to W_YTD under it (taken after the
+//!   district lock: a global order, so no deadlock);
+//! - striped row locks ([`ROW_LOCK_COUNT`]) around every read-modify-write of
+//!   a STOCK or CUSTOMER row, so that concurrent updates are not lost. A task
+//!   holding a row lock takes no other lock.
+//!
+//! New-Order writes the ORDER-CUSTOMER index entry last, after the order and
+//! all its lines exist, so Order-Status (which finds orders through that
+//! index) needs no lock and never sees a half-written order. Locks are
+//! try-locks that yield when busy. Rolled-back New-Orders (1%) check the
+//! items before writing anything, so a rollback leaves no trace.
 //!
 //! Reduced scale for tests ([`TpccScale::small`]): 1000 items, 30 customers
 //! and 30 orders per district (the last 9 undelivered); last names then come
@@ -112,12 +122,16 @@ impl TpccScale {
     }
 }
 
-/// The TPC-C workload: scale, warehouses, and the district/warehouse locks.
+/// Striped locks for STOCK and CUSTOMER read-modify-writes.
+pub const ROW_LOCK_COUNT: usize = 1 << 16;
+
+/// The TPC-C workload: scale, warehouses, and the locks.
 #[derive(Debug)]
 pub struct Tpcc {
     warehouses: u32,
     scale: TpccScale,
     locks: Vec<AtomicBool>,
+    row_locks: Vec<AtomicBool>,
 }
 
 /// Per-task TPC-C state.
@@ -142,10 +156,14 @@ impl Tpcc {
         scale.validate()?;
         let lock_count = (warehouses * (DISTRICTS_PER_WAREHOUSE + 1)) as usize;
         let locks = (0..lock_count).map(|_| AtomicBool::new(false)).collect();
+        let row_locks = (0..ROW_LOCK_COUNT)
+            .map(|_| AtomicBool::new(false))
+            .collect();
         Ok(Tpcc {
             warehouses,
             scale,
             locks,
+            row_locks,
         })
     }
     /// Warehouses.
@@ -218,31 +236,50 @@ impl Tpcc {
         indexes.sort_unstable();
         indexes.dedup();
         for &index in indexes.iter() {
-            let lock = &self.locks[index];
-            while lock
-                .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
-                .is_err()
-            {
-                yield_now().await;
-            }
+            acquire(&self.locks[index]).await;
         }
         LockGuard {
-            tpcc: self,
+            locks: &self.locks,
             indexes: std::mem::take(indexes),
         }
+    }
+
+    /// Takes the row lock of `key` in `table` (STOCK or CUSTOMER). The
+    /// holder must not take any other lock before dropping it.
+    async fn lock_row(&self, table: u32, key: &[u8]) -> LockGuard<'_> {
+        let mut hash = 0xcbf2_9ce4_8422_2325u64 ^ table as u64;
+        for &byte in key {
+            hash = (hash ^ byte as u64).wrapping_mul(0x0000_0100_0000_01b3);
+        }
+        let index = (hash as usize) % ROW_LOCK_COUNT;
+        acquire(&self.row_locks[index]).await;
+        LockGuard {
+            locks: &self.row_locks,
+            indexes: vec![index],
+        }
+    }
+}
+
+/// Spins on a try-lock, yielding to other tasks (or threads) while it is busy.
+async fn acquire(lock: &AtomicBool) {
+    while lock
+        .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
+        .is_err()
+    {
+        yield_now().await;
     }
 }
 
 /// Releases its locks when dropped.
 struct LockGuard<'a> {
-    tpcc: &'a Tpcc,
+    locks: &'a [AtomicBool],
     indexes: Vec<usize>,
 }
 
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
         for &index in &self.indexes {
-            let was_locked = self.tpcc.locks[index].swap(false, Ordering::Release);
+            let was_locked = self.locks[index].swap(false, Ordering::Release);
             debug_assert!(was_locked);
         }
     }

@@ -116,33 +116,15 @@ async fn new_order<K: Kv>(
         }
         line.price = Item::decode(out)?.price;
     }
-    let mut locks = vec![tpcc.district_lock_index(w, d)];
-    let _guard = tpcc.lock_all(&mut locks).await;
+    // Reads of rows no one else writes here (W_TAX, C_DISCOUNT), and the
+    // stock updates, each under its row lock: no district lock held over a
+    // random read.
     let warehouse: Warehouse = get_row(kv, table::WAREHOUSE, &key(&[w]), out).await?;
-    let district_key = key(&[w, d]);
-    let mut district: District = get_row(kv, table::DISTRICT, &district_key, out).await?;
-    let o = district.next_o_id as u32;
-    district.next_o_id += 1;
-    put_row(kv, table::DISTRICT, &district_key, &district, buffer).await?;
     let customer: Customer = get_row(kv, table::CUSTOMER, &key(&[w, d, c]), out).await?;
-    let all_local = lines.iter().all(|line| line.supply_w == w) as i64;
-    let order = Order {
-        c_id: c as i64,
-        entry_d: now_s(),
-        carrier_id: 0,
-        ol_cnt: ol_cnt as i64,
-        all_local,
-        tail: Vec::new(),
-    };
-    put_row(kv, table::ORDER, &key(&[w, d, o]), &order, buffer).await?;
-    kv.put(table::ORDER_CUSTOMER, &key(&[w, d, c, o]), &[])
-        .await?;
-    kv.put(table::NEW_ORDER, &key(&[w, d, o]), &[]).await?;
-    let _total_cents = (lines.iter().map(|l| l.price * l.quantity).sum::<i64>() as f64
-        * (1.0 - customer.discount as f64 / 1e4)
-        * (1.0 + (warehouse.tax + district.tax) as f64 / 1e4)) as i64;
-    for (index, line) in lines.iter().enumerate() {
+    let mut dist_infos = Vec::with_capacity(lines.len());
+    for line in &lines {
         let stock_key = key(&[line.supply_w, line.item]);
+        let _row = tpcc.lock_row(table::STOCK, &stock_key).await;
         let mut stock: Stock = get_row(kv, table::STOCK, &stock_key, out).await?;
         stock.quantity = if stock.quantity >= line.quantity + 10 {
             stock.quantity - line.quantity
@@ -153,29 +135,61 @@ async fn new_order<K: Kv>(
         stock.order_cnt += 1;
         stock.remote_cnt += (line.supply_w != w) as i64;
         put_row(kv, table::STOCK, &stock_key, &stock, buffer).await?;
-        let dist_info = stock
-            .tail
-            .get((d as usize - 1) * 24..d as usize * 24)
-            .unwrap_or_default()
-            .to_vec();
-        let order_line = OrderLine {
-            i_id: line.item as i64,
-            supply_w_id: line.supply_w as i64,
-            delivery_d: 0,
-            quantity: line.quantity,
-            amount: line.quantity * line.price,
-            tail: dist_info,
-        };
-        put_row(
-            kv,
-            table::ORDER_LINE,
-            &key(&[w, d, o, index as u32 + 1]),
-            &order_line,
-            buffer,
-        )
-        .await?;
+        dist_infos.push(
+            stock
+                .tail
+                .get((d as usize - 1) * 24..d as usize * 24)
+                .unwrap_or_default()
+                .to_vec(),
+        );
     }
-    Ok(())
+    let all_local = lines.iter().all(|line| line.supply_w == w) as i64;
+    let o = {
+        let mut locks = vec![tpcc.district_lock_index(w, d)];
+        let _guard = tpcc.lock_all(&mut locks).await;
+        let district_key = key(&[w, d]);
+        let mut district: District = get_row(kv, table::DISTRICT, &district_key, out).await?;
+        let o = district.next_o_id as u32;
+        district.next_o_id += 1;
+        put_row(kv, table::DISTRICT, &district_key, &district, buffer).await?;
+        let _total_cents = (lines.iter().map(|l| l.price * l.quantity).sum::<i64>() as f64
+            * (1.0 - customer.discount as f64 / 1e4)
+            * (1.0 + (warehouse.tax + district.tax) as f64 / 1e4))
+            as i64;
+        let order = Order {
+            c_id: c as i64,
+            entry_d: now_s(),
+            carrier_id: 0,
+            ol_cnt: ol_cnt as i64,
+            all_local,
+            tail: Vec::new(),
+        };
+        put_row(kv, table::ORDER, &key(&[w, d, o]), &order, buffer).await?;
+        kv.put(table::NEW_ORDER, &key(&[w, d, o]), &[]).await?;
+        for (index, (line, dist_info)) in lines.iter().zip(dist_infos).enumerate() {
+            let order_line = OrderLine {
+                i_id: line.item as i64,
+                supply_w_id: line.supply_w as i64,
+                delivery_d: 0,
+                quantity: line.quantity,
+                amount: line.quantity * line.price,
+                tail: dist_info,
+            };
+            put_row(
+                kv,
+                table::ORDER_LINE,
+                &key(&[w, d, o, index as u32 + 1]),
+                &order_line,
+                buffer,
+            )
+            .await?;
+        }
+        o
+    };
+    // Last: Order-Status finds the order through this entry, and then all of
+    // the order is there.
+    kv.put(table::ORDER_CUSTOMER, &key(&[w, d, c, o]), &[])
+        .await
 }
 
 /// Finds a customer by last name: the one at position ceil(n/2) in first-name order.
@@ -231,38 +245,40 @@ async fn payment<K: Kv>(
     let (c_w, c_d) = choose_customer_district(tpcc, w, d, rng);
     let by_name = rng.percent(60);
     let amount = rng.range(100, 500_000) as i64;
-    let mut locks = vec![
-        tpcc.district_lock_index(w, d),
-        tpcc.warehouse_lock_index(w),
-        tpcc.district_lock_index(c_w, c_d),
-    ];
-    let _guard = tpcc.lock_all(&mut locks).await;
-    let mut warehouse: Warehouse = get_row(kv, table::WAREHOUSE, &key(&[w]), out).await?;
-    warehouse.ytd += amount;
-    put_row(kv, table::WAREHOUSE, &key(&[w]), &warehouse, buffer).await?;
-    let mut district: District = get_row(kv, table::DISTRICT, &key(&[w, d]), out).await?;
-    district.ytd += amount;
-    put_row(kv, table::DISTRICT, &key(&[w, d]), &district, buffer).await?;
     let c = if by_name {
         customer_by_name(tpcc, kv, c_w, c_d, rng).await?
     } else {
         nurand(rng, 1023, C_ID, 1, tpcc.scale.customers_per_district as u64) as u32
     };
     let customer_key = key(&[c_w, c_d, c]);
-    let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
-    customer.balance -= amount;
-    customer.ytd_payment += amount;
-    customer.payment_cnt += 1;
-    if customer.credit_bad == 1 {
-        // C_DATA starts after 121 bytes of names/address; prepend, keep the length.
-        let note = format!("{c} {c_d} {c_w} {d} {w} {amount}|");
-        let data = customer.tail.get_mut(121..).unwrap_or_default();
-        let keep = data.len().saturating_sub(note.len());
-        data.copy_within(0..keep, data.len() - keep);
-        let note_len = note.len().min(data.len());
-        data[..note_len].copy_from_slice(&note.as_bytes()[..note_len]);
+    {
+        let _row = tpcc.lock_row(table::CUSTOMER, &customer_key).await;
+        let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
+        customer.balance -= amount;
+        customer.ytd_payment += amount;
+        customer.payment_cnt += 1;
+        if customer.credit_bad == 1 {
+            // C_DATA starts after 121 bytes of names/address; prepend, keep the length.
+            let note = format!("{c} {c_d} {c_w} {d} {w} {amount}|");
+            let data = customer.tail.get_mut(121..).unwrap_or_default();
+            let keep = data.len().saturating_sub(note.len());
+            data.copy_within(0..keep, data.len() - keep);
+            let note_len = note.len().min(data.len());
+            data[..note_len].copy_from_slice(&note.as_bytes()[..note_len]);
+        }
+        put_row(kv, table::CUSTOMER, &customer_key, &customer, buffer).await?;
     }
-    put_row(kv, table::CUSTOMER, &customer_key, &customer, buffer).await?;
+    {
+        // Condition 1 (W_YTD = sum(D_YTD)): both sums move under both locks.
+        let mut locks = vec![tpcc.district_lock_index(w, d), tpcc.warehouse_lock_index(w)];
+        let _guard = tpcc.lock_all(&mut locks).await;
+        let mut warehouse: Warehouse = get_row(kv, table::WAREHOUSE, &key(&[w]), out).await?;
+        warehouse.ytd += amount;
+        put_row(kv, table::WAREHOUSE, &key(&[w]), &warehouse, buffer).await?;
+        let mut district: District = get_row(kv, table::DISTRICT, &key(&[w, d]), out).await?;
+        district.ytd += amount;
+        put_row(kv, table::DISTRICT, &key(&[w, d]), &district, buffer).await?;
+    }
     let mut history = History {
         c_id: c as i64,
         c_d_id: c_d as i64,
@@ -294,9 +310,8 @@ async fn order_status<K: Kv>(
     } else {
         nurand(rng, 1023, C_ID, 1, tpcc.scale.customers_per_district as u64) as u32
     };
-    // Read-only, but it must not see a New-Order half written: lock the district.
-    let mut locks = vec![tpcc.district_lock_index(w, d)];
-    let _guard = tpcc.lock_all(&mut locks).await;
+    // No lock: New-Order writes the ORDER-CUSTOMER entry after the order and
+    // its lines, so an order found here is complete.
     let _customer: Customer = get_row(kv, table::CUSTOMER, &key(&[w, d, c]), out).await?;
     let prefix = key(&[w, d, c]);
     let last = scan_prefix(
@@ -344,36 +359,41 @@ async fn delivery<K: Kv>(
     let w = task.home_warehouse;
     let carrier = rng.range(1, 10) as i64;
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
-        let mut locks = vec![tpcc.district_lock_index(w, d)];
-        let _guard = tpcc.lock_all(&mut locks).await;
-        let prefix = key(&[w, d]);
-        let oldest = scan_prefix(kv, table::NEW_ORDER, &prefix, &prefix, false, 1).await?;
-        let Some((new_order_key, _)) = oldest.first() else {
-            continue;
+        let (c, amount_total) = {
+            let mut locks = vec![tpcc.district_lock_index(w, d)];
+            let _guard = tpcc.lock_all(&mut locks).await;
+            let prefix = key(&[w, d]);
+            let oldest = scan_prefix(kv, table::NEW_ORDER, &prefix, &prefix, false, 1).await?;
+            let Some((new_order_key, _)) = oldest.first() else {
+                continue;
+            };
+            let o = key_part(new_order_key, 2)?;
+            kv.delete(table::NEW_ORDER, new_order_key).await?;
+            let order_key = key(&[w, d, o]);
+            let mut order: Order = get_row(kv, table::ORDER, &order_key, out).await?;
+            order.carrier_id = carrier;
+            put_row(kv, table::ORDER, &order_key, &order, buffer).await?;
+            let lines = scan_prefix(
+                kv,
+                table::ORDER_LINE,
+                &order_key,
+                &order_key,
+                false,
+                ORDER_LINES_MAX,
+            )
+            .await?;
+            let mut amount_total = 0;
+            for (line_key, value) in lines {
+                let mut line = OrderLine::decode(&value)?;
+                line.delivery_d = now_s();
+                amount_total += line.amount;
+                put_row(kv, table::ORDER_LINE, &line_key, &line, buffer).await?;
+            }
+            (order.c_id as u32, amount_total)
         };
-        let o = key_part(new_order_key, 2)?;
-        kv.delete(table::NEW_ORDER, new_order_key).await?;
-        let order_key = key(&[w, d, o]);
-        let mut order: Order = get_row(kv, table::ORDER, &order_key, out).await?;
-        order.carrier_id = carrier;
-        put_row(kv, table::ORDER, &order_key, &order, buffer).await?;
-        let lines = scan_prefix(
-            kv,
-            table::ORDER_LINE,
-            &order_key,
-            &order_key,
-            false,
-            ORDER_LINES_MAX,
-        )
-        .await?;
-        let mut amount_total = 0;
-        for (line_key, value) in lines {
-            let mut line = OrderLine::decode(&value)?;
-            line.delivery_d = now_s();
-            amount_total += line.amount;
-            put_row(kv, table::ORDER_LINE, &line_key, &line, buffer).await?;
-        }
-        let customer_key = key(&[w, d, order.c_id as u32]);
+        // The customer (a random read) after the district lock is released.
+        let customer_key = key(&[w, d, c]);
+        let _row = tpcc.lock_row(table::CUSTOMER, &customer_key).await;
         let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
         customer.balance += amount_total;
         customer.delivery_cnt += 1;
