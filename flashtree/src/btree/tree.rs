@@ -11,7 +11,7 @@
 //! page and splits that, so the catalog's root page id stays valid forever.
 
 use super::node::{self, Node, MAX_KEY_BYTES};
-use crate::buffer::{BufferManager, GuardO, GuardX, OpError, PageId, Restart, WorkerBuffer};
+use crate::buffer::{BufferManager, GuardO, GuardX, OpError, PageId, Restart, Stamp, WorkerBuffer};
 use crate::error::Error;
 use crate::io::PAGE_SIZE;
 
@@ -69,20 +69,98 @@ pub fn lookup(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) -
     Ok(found)
 }
 
+/// Why [`lookup_interleaved`] stopped without an answer.
+#[derive(Debug)]
+pub enum LookupStop {
+    /// The child `child` is not in memory. `parent` is the node the child's
+    /// page id was read from, as it was then (None: `child` is the root).
+    Miss {
+        /// The page to load.
+        child: PageId,
+        /// Its parent when the page id was read.
+        parent: Option<Stamp>,
+    },
+    /// Restart from the root (a latch conflict or a page being loaded).
+    Restart(Restart),
+}
+
 /// Point lookup that lets other tasks run while each child node's first
 /// cache lines are fetched from memory. A tree larger than the CPU caches is
 /// bound by memory latency; overlapping the misses of many tasks hides it.
 /// This is the one asynchronous tree operation: it holds only optimistic
 /// latches (version snapshots, no latch state), which may cross a yield,
-/// and validates before trusting anything. It returns `Restart` like the
-/// synchronous operations; the caller then falls back to [`lookup`].
+/// and validates before trusting anything. When a child is not in memory it
+/// returns where it stopped: the caller loads the page and continues with
+/// [`lookup_resume`]; on any other restart it falls back to [`lookup`].
 pub async fn lookup_interleaved(
     bm: &BufferManager,
     root: PageId,
     key: &[u8],
     out: &mut Vec<u8>,
-) -> std::result::Result<bool, Restart> {
-    let mut node = bm.fix_optimistic(root).map_err(as_restart)?;
+) -> std::result::Result<bool, LookupStop> {
+    let mut node = match bm.fix_optimistic(root) {
+        Ok(node) => node,
+        Err(e) => {
+            return Err(match as_restart(e) {
+                Restart::Load(child) => LookupStop::Miss {
+                    child,
+                    parent: None,
+                },
+                other => LookupStop::Restart(other),
+            })
+        }
+    };
+    loop {
+        let n = Node::from_page(node.page());
+        if n.is_leaf() {
+            let (slot, found) = n.lower_bound(key);
+            if found {
+                out.clear();
+                out.extend_from_slice(n.value(slot));
+            }
+            node.check().map_err(LookupStop::Restart)?;
+            return Ok(found);
+        }
+        let child = n.child_for(key);
+        node.check().map_err(LookupStop::Restart)?;
+        let next = match bm.fix_optimistic(child) {
+            Ok(next) => next,
+            Err(e) => {
+                return Err(match as_restart(e) {
+                    // Valid: `child` was read from `node` as it still is.
+                    Restart::Load(child) => LookupStop::Miss {
+                        child,
+                        parent: Some(node.stamp()),
+                    },
+                    other => LookupStop::Restart(other),
+                });
+            }
+        };
+        node.check().map_err(LookupStop::Restart)?;
+        next.prefetch();
+        crate::sched::yield_now().await;
+        node = next;
+    }
+}
+
+/// Continues a lookup that stopped at `LookupStop::Miss { child, parent:
+/// Some(parent) }` once `child` is loaded, without descending from the
+/// root again: if the parent is unchanged since it pointed to `child`,
+/// `child` is still the node that covers `key`. Any conflict returns a
+/// restart, and the caller falls back to [`lookup`].
+pub fn lookup_resume(
+    bm: &BufferManager,
+    parent: Stamp,
+    child: PageId,
+    key: &[u8],
+    out: &mut Vec<u8>,
+) -> OpResult<bool> {
+    let mut node = bm.fix_optimistic(child)?;
+    // Checked after the child's fix: the pointer was valid when the child's
+    // version was taken.
+    if !bm.unchanged_since(parent) {
+        return Err(Restart::Retry.into());
+    }
     loop {
         let n = Node::from_page(node.page());
         if n.is_leaf() {
@@ -94,12 +172,8 @@ pub async fn lookup_interleaved(
             node.check()?;
             return Ok(found);
         }
-        let child = n.child_for(key);
+        let next = bm.fix_optimistic(n.child_for(key))?;
         node.check()?;
-        let next = bm.fix_optimistic(child).map_err(as_restart)?;
-        node.check()?;
-        next.prefetch();
-        crate::sched::yield_now().await;
         node = next;
     }
 }

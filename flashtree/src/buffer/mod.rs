@@ -274,6 +274,15 @@ impl BufferManager {
         Ok(())
     }
 
+    /// True when the page is readable and nobody changed or evicted it
+    /// since `stamp` was taken (every change and every eviction bumps the
+    /// version, which survives eviction, so a reload does not reset it).
+    #[inline]
+    pub fn unchanged_since(&self, stamp: Stamp) -> bool {
+        let word = self.state(stamp.pid).load();
+        version_of(word) == stamp.version && readable(word)
+    }
+
     /// Optimistic latch: no write to shared memory on the fast path.
     #[inline]
     pub fn fix_optimistic(&self, pid: PageId) -> std::result::Result<GuardO<'_>, OpError> {
@@ -358,6 +367,15 @@ impl BufferManager {
     }
 }
 
+/// A page id and the version an optimistic reader saw: see
+/// [`BufferManager::unchanged_since`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Stamp {
+    /// The page.
+    pub pid: PageId,
+    version: u64,
+}
+
 /// An optimistic latch: read, then [`GuardO::validate`]; a failed validation
 /// means the read may have seen garbage and the operation restarts.
 pub struct GuardO<'a> {
@@ -387,8 +405,17 @@ impl<'a> GuardO<'a> {
     /// True when nobody changed or evicted the page since the fix.
     #[inline]
     pub fn validate(&self) -> bool {
-        let word = self.bm.state(self.pid).load();
-        version_of(word) == self.version && readable(word)
+        self.bm.unchanged_since(self.stamp())
+    }
+
+    /// The page id and version this guard saw, to validate later without
+    /// holding the guard (e.g. across a page load).
+    #[inline]
+    pub fn stamp(&self) -> Stamp {
+        Stamp {
+            pid: self.pid,
+            version: self.version,
+        }
     }
 
     /// Asks the CPU to fetch the page's first 1 KiB (header and the start of

@@ -558,12 +558,18 @@ impl TaskCtx {
         let bm = &self.inner.bm;
         match tree::lookup_interleaved(bm, tree.root, key, value).await {
             Ok(found) => return Ok(found),
-            Err(crate::buffer::Restart::Load(pid)) => {
-                // Load it now; the restartable lookup below then finds it.
+            Err(tree::LookupStop::Miss { child, parent }) => {
+                // Load it now, then go on from there; on any conflict the
+                // restartable lookup below starts over from the root.
                 self.missed.set(true);
-                worker::load_page(pid).await?;
+                worker::load_page(child).await?;
+                if let Some(parent) = parent {
+                    if let Ok(found) = tree::lookup_resume(bm, parent, child, key, value) {
+                        return Ok(found);
+                    }
+                }
             }
-            Err(_) => {}
+            Err(tree::LookupStop::Restart(_)) => {}
         }
         run_op(&self.missed, |_| tree::lookup(bm, tree.root, key, value)).await
     }
