@@ -453,6 +453,7 @@ mod tests {
             seed: 1,
             dir,
             progress: false,
+            profile_dir: None,
         };
         let load = run_phase(engine, workload, &spec).unwrap();
         let run = run_phase(

@@ -1,7 +1,8 @@
 //! `flashtree bench compare`: one workload on several engines with the same
 //! memory budget, cores and durability; writes `results/<timestamp>/` with a
 //! JSON file per run, `report.md` and PNG plots, and with `--json` prints one
-//! summary line per engine.
+//! summary line per engine. With `--profile`, every timed run is sampled
+//! with Linux perf and the report says where each engine's CPU time goes.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -13,7 +14,7 @@ use crate::cgroup::MemoryCgroup;
 use crate::driver::{best_index, run_phase, sweep_threads, PhaseResult, PhaseSpec};
 use crate::engine::{Concurrency, Engine, EngineConfig, EngineFactory};
 use crate::job::Phase;
-use crate::sys::{parse_bytes, parse_cores, pin_process_to};
+use crate::sys::{parse_bytes, parse_cores, pin_process_to, Profile};
 use crate::workload::lookup::Lookup;
 use crate::workload::tpcc::{Tpcc, TpccScale};
 use crate::workload::ycsb::{Ycsb, YcsbKind};
@@ -73,6 +74,17 @@ pub struct CompareArgs {
     /// Seed of all random numbers.
     #[arg(long, default_value_t = 42)]
     pub seed: u64,
+    /// Sample every timed run with `perf record -e cpu-clock -F 999` (no call
+    /// graph) and add "Where the time goes" to report.md: kernel/user share
+    /// and top symbols per engine, also in profile-<engine>.txt; the best
+    /// run's <engine>-<threads>.perf.data stays in the results directory.
+    /// Needs perf 5.10 or newer (Debian package linux-perf) and root or
+    /// kernel.perf_event_paranoid <= 1; without them the report says why and
+    /// the comparison runs unprofiled. Sampling costs a few percent of
+    /// throughput: profiled runs are for where the time goes, not for the
+    /// headline numbers.
+    #[arg(long)]
+    pub profile: bool,
 }
 
 /// Callbacks the engine crate supplies (this crate does not depend on it).
@@ -103,6 +115,10 @@ pub struct Summary {
     pub hit_ratio: Option<f64>,
     pub cpu_s: f64,
     pub cpu_us_per_op: Option<f64>,
+    /// Of `cpu_us_per_op`, µs in user space.
+    pub cpu_us_per_op_user: Option<f64>,
+    /// Of `cpu_us_per_op`, µs in the kernel (getrusage system time).
+    pub cpu_us_per_op_sys: Option<f64>,
     pub lat_us_p50: Option<f64>,
     pub lat_us_p99: Option<f64>,
     pub load_records_per_sec: f64,
@@ -125,6 +141,10 @@ pub struct EngineRun {
     /// (latency µs, fraction of operations at or below).
     pub latency_cdf: Vec<(f64, f64)>,
     pub consistency: String,
+    /// perf profile of the best run (None: no `--profile`; Err: why not).
+    pub profile: Option<Result<Profile, String>>,
+    /// The best run's perf.data file, if perf wrote one.
+    pub perf_data_path: Option<PathBuf>,
 }
 
 /// Durability, the same for every engine.
@@ -155,8 +175,12 @@ pub fn run_compare(args: &CompareArgs, hooks: &Hooks) -> Result<(), String> {
             memory_bytes,
             &cores,
             &thread_counts,
+            &out_dir,
         )?;
         write_json(&out_dir.join(format!("{name}.json")), &run)?;
+        if run.profile.is_some() {
+            crate::report::write_profile_text(&out_dir, &run)?;
+        }
         if args.json {
             println!(
                 "{}",
@@ -264,6 +288,7 @@ fn open_engine(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn run_engine(
     name: &str,
     workload: &Workload,
@@ -272,6 +297,7 @@ fn run_engine(
     memory_bytes: u64,
     cores: &[usize],
     thread_counts: &[usize],
+    out_dir: &Path,
 ) -> Result<EngineRun, String> {
     let dir = args.dir.join(name);
     if dir.exists() {
@@ -306,6 +332,7 @@ fn run_engine(
             &config,
             thread_counts,
             memory_limit,
+            out_dir,
         );
         let closed = engine.close();
         let run = measured?;
@@ -327,6 +354,7 @@ fn measure_engine(
     config: &EngineConfig,
     thread_counts: &[usize],
     memory_limit: String,
+    out_dir: &Path,
 ) -> Result<EngineRun, String> {
     let load_threads = config.cores.len().clamp(1, 8);
     let spec = PhaseSpec {
@@ -337,10 +365,12 @@ fn measure_engine(
         seed: args.seed,
         dir: &config.dir,
         progress: true,
+        profile_dir: None,
     };
     let load = run_phase(engine, workload, &spec)?;
     let run_spec = PhaseSpec {
         phase: Phase::Run,
+        profile_dir: args.profile.then(|| out_dir.to_path_buf()),
         ..spec.clone()
     };
     // Open loop needs enough concurrency to absorb queueing: use the largest count.
@@ -349,7 +379,14 @@ fn measure_engine(
         None => thread_counts.to_vec(),
     };
     let sweep = sweep_threads(engine, workload, &run_spec, &sweep_counts)?;
-    let best = &sweep[best_index(&sweep).ok_or("no run")?];
+    let best_at = best_index(&sweep).ok_or("no run")?;
+    // Only the reported run's perf.data is kept.
+    for (at, result) in sweep.iter().enumerate() {
+        if let (true, Some(path)) = (at != best_at, &result.perf_data_path) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+    let best = &sweep[best_at];
     let check_spec = PhaseSpec {
         phase: Phase::Check,
         threads: 1,
@@ -397,6 +434,9 @@ fn engine_run(
         } => (Some(workers), Some(tasks_per_worker), None),
     };
     let counters = engine.counters();
+    let per_op_us = |seconds: f64| {
+        (best.stats.ops_count > 0).then(|| seconds * 1e6 / best.stats.ops_count as f64)
+    };
     let summary = Summary {
         engine: engine.name().to_string(),
         workload: workload.name(),
@@ -412,8 +452,9 @@ fn engine_run(
         write_iops: best.device_writes.map(|n| n as f64 / best.wall_s),
         hit_ratio: counters.hit_ratio,
         cpu_s: best.cpu_s,
-        cpu_us_per_op: (best.stats.ops_count > 0)
-            .then(|| best.cpu_s * 1e6 / best.stats.ops_count as f64),
+        cpu_us_per_op: per_op_us(best.cpu_s),
+        cpu_us_per_op_user: per_op_us(best.cpu_user_s),
+        cpu_us_per_op_sys: per_op_us(best.cpu_sys_s),
         lat_us_p50: quantile_us(0.5),
         lat_us_p99: quantile_us(0.99),
         load_records_per_sec: load.ops_per_sec(),
@@ -440,6 +481,8 @@ fn engine_run(
         ops_per_second: best.stats.ops_per_second.clone(),
         latency_cdf: latency_cdf(histogram),
         consistency,
+        profile: best.profile.clone(),
+        perf_data_path: best.perf_data_path.clone(),
     }
 }
 

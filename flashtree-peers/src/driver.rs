@@ -1,7 +1,8 @@
 //! Runs one phase of a workload on an engine and measures it: wall time,
-//! process CPU time, device I/O counts, progress bar; and the thread sweep.
+//! process CPU time (user and system), device I/O counts, progress bar,
+//! optionally a perf profile; and the thread sweep.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -9,7 +10,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::{Concurrency, Engine};
 use crate::job::{Job, Phase, RunControl, TaskStats};
-use crate::sys::{device_io_counts, process_cpu_s};
+use crate::sys::{device_io_counts, perf_report, process_cpu_user_sys_s, PerfRecording, Profile};
 use crate::workload::Workload;
 
 /// Progress bar refresh period.
@@ -22,14 +23,24 @@ pub struct PhaseResult {
     pub stats: TaskStats,
     /// Wall-clock seconds of the phase.
     pub wall_s: f64,
-    /// Process CPU seconds (all threads, incl. engine background threads).
+    /// Process CPU seconds (all threads, incl. engine background threads):
+    /// `cpu_user_s + cpu_sys_s`.
     pub cpu_s: f64,
+    /// Of `cpu_s`, seconds in user space.
+    pub cpu_user_s: f64,
+    /// Of `cpu_s`, seconds in the kernel (system calls, page faults, I/O).
+    pub cpu_sys_s: f64,
     /// Device reads completed during the phase (None: not measurable).
     pub device_reads: Option<u64>,
     /// Device writes completed during the phase.
     pub device_writes: Option<u64>,
     /// OS threads (thread engines) used.
     pub threads: usize,
+    /// perf profile of the phase (None: not asked for, or not a Run phase;
+    /// Err: why perf could not sample it).
+    pub profile: Option<Result<Profile, String>>,
+    /// The perf.data file perf wrote, if any (also when the profile failed).
+    pub perf_data_path: Option<PathBuf>,
 }
 
 impl PhaseResult {
@@ -56,6 +67,9 @@ pub struct PhaseSpec<'a> {
     pub dir: &'a Path,
     /// Show a progress bar.
     pub progress: bool,
+    /// Sample Run phases with `perf record` into
+    /// `<profile_dir>/<engine>-<threads>.perf.data` (None: no profile).
+    pub profile_dir: Option<PathBuf>,
 }
 
 /// Runs one phase of `workload` on `engine`, with a progress bar.
@@ -68,6 +82,19 @@ pub fn run_phase(
         Phase::Run => spec.duration,
         Phase::Load | Phase::Check => Duration::from_secs(365 * 24 * 3600),
     };
+    let threads = match engine.concurrency() {
+        Concurrency::Threads => spec.threads,
+        Concurrency::Tasks { workers, .. } => workers,
+    };
+    // Started before the run's clock, so that perf's start-up is not timed.
+    let recording = match (&spec.profile_dir, spec.phase) {
+        (Some(dir), Phase::Run) => {
+            let path = dir.join(format!("{}-{threads}.perf.data", engine.name()));
+            let started = PerfRecording::start(&path);
+            Some((path, started))
+        }
+        _ => None,
+    };
     let control = RunControl::new(duration, spec.rate_ops_per_sec, spec.seed);
     let job = Job {
         workload,
@@ -75,7 +102,7 @@ pub fn run_phase(
         control: &control,
     };
     let io_before = device_io_counts(spec.dir);
-    let cpu_before = process_cpu_s();
+    let (user_before_s, sys_before_s) = process_cpu_user_sys_s();
     let started = Instant::now();
     let finished = AtomicBool::new(false);
     let all = std::thread::scope(|scope| {
@@ -85,25 +112,37 @@ pub fn run_phase(
         let result = engine.run_job(&job, spec.threads);
         finished.store(true, Ordering::Relaxed);
         result
-    })?;
+    });
     let wall_s = started.elapsed().as_secs_f64();
-    let cpu_s = process_cpu_s() - cpu_before;
+    let (user_after_s, sys_after_s) = process_cpu_user_sys_s();
+    let (cpu_user_s, cpu_sys_s) = (user_after_s - user_before_s, sys_after_s - sys_before_s);
     let io_after = device_io_counts(spec.dir);
+    // Stopped before looking at the job's result: a failed job must not leave perf running.
+    let stopped = recording.map(|(path, started)| (path, started.and_then(PerfRecording::stop)));
+    let all = all?;
     let (device_reads, device_writes) = match (io_before, io_after) {
         (Some(before), Some(after)) => (Some(after.0 - before.0), Some(after.1 - before.1)),
         _ => (None, None),
     };
-    let threads = match engine.concurrency() {
-        Concurrency::Threads => spec.threads,
-        Concurrency::Tasks { workers, .. } => workers,
+    let (perf_data_path, profile) = match stopped {
+        Some((path, Ok(()))) => {
+            let profile = perf_report(&path);
+            (Some(path), Some(profile))
+        }
+        Some((path, Err(error))) => (path.exists().then_some(path), Some(Err(error))),
+        None => (None, None),
     };
     Ok(PhaseResult {
         stats: TaskStats::merge_all(&all),
         wall_s,
-        cpu_s,
+        cpu_s: cpu_user_s + cpu_sys_s,
+        cpu_user_s,
+        cpu_sys_s,
         device_reads,
         device_writes,
         threads,
+        profile,
+        perf_data_path,
     })
 }
 

@@ -1,12 +1,26 @@
-//! `report.md`: one table row per engine plus each engine's settings.
+//! `report.md`: one table row per engine plus each engine's settings and,
+//! with `--profile`, where each engine's CPU time goes; `profile-<engine>.txt`.
 
 use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::compare::{CompareArgs, EngineRun, DURABILITY};
+use crate::sys::{Profile, PERF_FREQUENCY_HZ};
+
+/// Longest symbol shown in report.md (profile-<engine>.txt has them whole).
+const REPORT_SYMBOL_CHARS_MAX: usize = 100;
 
 fn optional(value: Option<f64>, precision: usize) -> String {
     value.map_or("–".to_string(), |v| format!("{v:.precision$}"))
+}
+
+/// CPU µs/op as "total (user + sys)".
+fn cpu_split(run: &EngineRun) -> String {
+    let s = &run.summary;
+    match (s.cpu_us_per_op, s.cpu_us_per_op_user, s.cpu_us_per_op_sys) {
+        (Some(total), Some(user), Some(sys)) => format!("{total:.2} ({user:.2} + {sys:.2})"),
+        (total, _, _) => optional(total, 2),
+    }
 }
 
 /// Writes `dir/report.md`.
@@ -49,7 +63,7 @@ pub fn write_report(
     );
     let _ = writeln!(
         text,
-        "| engine | ops/s | ÷ flashtree | ÷ device IOPS | CPU µs/op | p50 µs | p99 µs | p99.9 µs | threads (workers×tasks) | read IOPS | write IOPS | load rec/s |"
+        "| engine | ops/s | ÷ flashtree | ÷ device IOPS | CPU µs/op (user + sys) | p50 µs | p99 µs | p99.9 µs | threads (workers×tasks) | read IOPS | write IOPS | load rec/s |"
     );
     let _ = writeln!(text, "|---|---|---|---|---|---|---|---|---|---|---|---|");
     for run in runs {
@@ -66,7 +80,7 @@ pub fn write_report(
             s.ops_per_sec,
             optional(flashtree_ops.map(|f| s.ops_per_sec / f), 2),
             optional(device_iops.map(|d| s.ops_per_sec / d), 3),
-            optional(s.cpu_us_per_op, 2),
+            cpu_split(run),
             optional(s.lat_us_p50, 1),
             optional(s.lat_us_p99, 1),
             optional(run.lat_us_p999, 1),
@@ -93,10 +107,176 @@ pub fn write_report(
         let _ = writeln!(text, "  - operations: {:?}", run.ops_by_kind);
         let _ = writeln!(text, "  - consistency: {}", run.consistency);
     }
+    if args.profile {
+        write_where_the_time_goes(&mut text, runs);
+    }
     let _ = writeln!(
         text,
         "\nPlots: throughput.png, latency_cdf.png, timeline.png."
     );
     let path = dir.join("report.md");
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+/// The "Where the time goes" section: per engine, CPU µs/op split into user
+/// and system time, perf's kernel/user share and its top symbols.
+fn write_where_the_time_goes(text: &mut String, runs: &[EngineRun]) {
+    let _ = writeln!(text, "\n## Where the time goes\n");
+    let _ = writeln!(
+        text,
+        "CPU µs/op from getrusage (all threads of the process). Every timed run sampled with \
+         `perf record -e cpu-clock -F {PERF_FREQUENCY_HZ}` (sampling costs a few percent of \
+         throughput); shown: each engine's best run. µs/op of a symbol = its share of the \
+         samples × CPU µs/op."
+    );
+    for run in runs {
+        let s = &run.summary;
+        let _ = writeln!(text, "\n### {}\n", s.engine);
+        let _ = writeln!(
+            text,
+            "CPU µs/op: {} = user {} + sys {}.",
+            optional(s.cpu_us_per_op, 2),
+            optional(s.cpu_us_per_op_user, 2),
+            optional(s.cpu_us_per_op_sys, 2)
+        );
+        match &run.profile {
+            None => {
+                let _ = writeln!(text, "\nNo profile.");
+            }
+            Some(Err(reason)) => {
+                let _ = writeln!(text, "\nNo profile: {reason}");
+            }
+            Some(Ok(profile)) => {
+                let _ = writeln!(
+                    text,
+                    "\nperf: {} samples{}, kernel {:.1} %, user {:.1} %{}; full list in profile-{}.txt.\n",
+                    profile.samples,
+                    sampled_cpu_note(profile, s.cpu_s),
+                    profile.kernel_share * 100.0,
+                    profile.user_share * 100.0,
+                    perf_data_note(run),
+                    s.engine
+                );
+                let _ = writeln!(text, "| symbol | dso | share of samples | µs/op |");
+                let _ = writeln!(text, "|---|---|---|---|");
+                for (dso, symbol, share) in &profile.top {
+                    let _ = writeln!(
+                        text,
+                        "| `{}` | {} | {:.1} % | {} |",
+                        markdown_cell(&shorten(symbol, REPORT_SYMBOL_CHARS_MAX)),
+                        markdown_cell(dso),
+                        share * 100.0,
+                        optional(s.cpu_us_per_op.map(|cpu| cpu * share), 3)
+                    );
+                }
+            }
+        }
+    }
+}
+
+/// " (= N s of CPU, P % of getrusage's N s)": how much of the run's CPU
+/// time the samples cover.
+fn sampled_cpu_note(profile: &Profile, cpu_s: f64) -> String {
+    if cpu_s <= 0.0 {
+        return String::new();
+    }
+    let sampled_s = profile.samples as f64 / f64::from(PERF_FREQUENCY_HZ);
+    format!(
+        " (= {sampled_s:.2} s of CPU, {:.0} % of getrusage's {cpu_s:.2} s)",
+        sampled_s / cpu_s * 100.0
+    )
+}
+
+/// " (from <file>)" naming the kept perf.data file, if any.
+fn perf_data_note(run: &EngineRun) -> String {
+    run.perf_data_path
+        .as_ref()
+        .and_then(|path| path.file_name())
+        .map_or(String::new(), |name| {
+            format!(" (from {})", name.to_string_lossy())
+        })
+}
+
+/// `text` safe inside a Markdown table cell and a code span.
+fn markdown_cell(text: &str) -> String {
+    text.replace('|', "\\|").replace('`', "'")
+}
+
+/// `text` cut to `chars_max` characters, with "…" when cut.
+fn shorten(text: &str, chars_max: usize) -> String {
+    if text.chars().count() <= chars_max {
+        return text.to_string();
+    }
+    let mut short: String = text.chars().take(chars_max.saturating_sub(1)).collect();
+    short.push('…');
+    short
+}
+
+/// Writes `dir/profile-<engine>.txt`: the engine's parsed perf profile (or
+/// why there is none), with whole symbol names.
+pub fn write_profile_text(dir: &Path, run: &EngineRun) -> Result<(), String> {
+    let s = &run.summary;
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "{} {}: best run, perf record -e cpu-clock -F {PERF_FREQUENCY_HZ}{}",
+        s.engine,
+        s.workload,
+        perf_data_note(run)
+    );
+    let _ = writeln!(
+        text,
+        "CPU µs/op {} = user {} + sys {} (getrusage)",
+        optional(s.cpu_us_per_op, 3),
+        optional(s.cpu_us_per_op_user, 3),
+        optional(s.cpu_us_per_op_sys, 3)
+    );
+    match &run.profile {
+        None => {
+            let _ = writeln!(text, "no profile");
+        }
+        Some(Err(reason)) => {
+            let _ = writeln!(text, "no profile: {reason}");
+        }
+        Some(Ok(profile)) => write_profile_table(&mut text, profile, s.cpu_us_per_op, s.cpu_s),
+    }
+    let path = dir.join(format!("profile-{}.txt", s.engine));
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+fn write_profile_table(
+    text: &mut String,
+    profile: &Profile,
+    cpu_us_per_op: Option<f64>,
+    cpu_s: f64,
+) {
+    let _ = writeln!(
+        text,
+        "{} samples{}: kernel {:.1} %, user {:.1} %\n",
+        profile.samples,
+        sampled_cpu_note(profile, cpu_s),
+        profile.kernel_share * 100.0,
+        profile.user_share * 100.0
+    );
+    let dso_width = profile
+        .top
+        .iter()
+        .map(|(dso, _, _)| dso.chars().count())
+        .max()
+        .unwrap_or(3)
+        .max(3);
+    let _ = writeln!(text, "  share    µs/op  {:dso_width$}  symbol", "dso");
+    for (dso, symbol, share) in &profile.top {
+        let _ = writeln!(
+            text,
+            "{:6.2} %  {:>7}  {dso:dso_width$}  {symbol}",
+            share * 100.0,
+            optional(cpu_us_per_op.map(|cpu| cpu * share), 3),
+        );
+    }
+    let _ = writeln!(
+        text,
+        "\n(top {} symbols; all of them: perf report -i <file> --stdio --no-children --sort dso,sym)",
+        profile.top.len()
+    );
 }

@@ -39,6 +39,7 @@ fn phase(
         seed: 9,
         dir,
         progress: false,
+        profile_dir: None,
     };
     run_phase(engine, workload, &spec)
         .unwrap_or_else(|e| panic!("{} {phase:?}: {e}", engine.name()))

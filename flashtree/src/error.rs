@@ -25,6 +25,10 @@ pub enum Error {
     /// The engine was shut down while the request was pending.
     #[error("the database is closed")]
     Closed,
+    /// The task running the request panicked (a bug in the task's code or
+    /// in flashtree). The panic message went to stderr; the other tasks go on.
+    #[error("the task running this request panicked (its message is on stderr)")]
+    TaskPanicked,
 }
 
 /// `Result` with [`Error`].

@@ -1,8 +1,8 @@
 //! Bad input and bad stores get clear errors, never panics: keys and entries
 //! beyond the limits, bad tree names and options, a store written with
 //! another page size, a corrupt metadata page, a file that is not a store,
-//! a corrupt data page, and direct I/O on tmpfs (refused with a message
-//! naming O_DIRECT where the kernel refuses it).
+//! a corrupt data page, direct I/O on tmpfs (refused with a message
+//! naming O_DIRECT where the kernel refuses it), and a task that panics.
 
 use flashtree::buffer::seal_page;
 use flashtree::db::{Db, Options, ScanDirection};
@@ -244,5 +244,43 @@ fn direct_io_on_tmpfs_is_refused_clearly() {
     let t = db.tree("t").unwrap();
     db.put(t, b"k", b"v").unwrap();
     assert_eq!(db.get(t, b"k").unwrap(), Some(b"v".to_vec()));
+    db.close().unwrap();
+}
+
+/// A task of `Db::run` that panics (here: user code) is dropped; the other
+/// tasks finish, `run` reports `TaskPanicked` instead of waiting forever,
+/// and the store keeps working.
+#[test]
+fn panicking_task_fails_its_run_not_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 32)).unwrap();
+    let tree = db.tree("t").unwrap();
+    let tasks_per_worker = 8;
+    let result = db.run(tasks_per_worker, move |ctx| async move {
+        let owner = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u32;
+        for i in 0..500u32 {
+            let key = [owner.to_be_bytes(), i.to_be_bytes()].concat();
+            ctx.put(tree, &key, &[owner as u8; 100]).await.unwrap();
+            if owner == 5 && i == 100 {
+                panic!("task 5 fails on purpose");
+            }
+        }
+    });
+    assert!(
+        matches!(result, Err(Error::TaskPanicked)),
+        "expected TaskPanicked, got {result:?}"
+    );
+    for owner in (0..2 * tasks_per_worker as u32).filter(|&o| o != 5) {
+        let key = [owner.to_be_bytes(), 499u32.to_be_bytes()].concat();
+        assert_eq!(db.get(tree, &key).unwrap(), Some(vec![owner as u8; 100]));
+    }
+    let key = [5u32.to_be_bytes(), 100u32.to_be_bytes()].concat();
+    assert!(
+        db.get(tree, &key).unwrap().is_some(),
+        "written before the panic"
+    );
+    db.put(tree, b"after", b"works").unwrap();
+    db.run(2, |_| async {}).unwrap();
+    db.check_tree(tree).unwrap();
     db.close().unwrap();
 }

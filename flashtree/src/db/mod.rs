@@ -304,7 +304,9 @@ impl Db {
 
     /// Runs `tasks_per_worker` tasks on every worker, each made by `make_task`
     /// on its worker thread, and returns when all have finished. This is the
-    /// way to keep hundreds of I/Os in flight per core.
+    /// way to keep hundreds of I/Os in flight per core. If a task panics it
+    /// is dropped, the others run to the end, and the result is
+    /// [`Error::TaskPanicked`].
     pub fn run<F, Fut>(&self, tasks_per_worker: usize, make_task: F) -> Result<()>
     where
         F: Fn(TaskCtx) -> Fut + Send + Sync + 'static,
@@ -317,14 +319,16 @@ impl Db {
             return Ok(());
         }
         let remaining = Arc::new(AtomicUsize::new(total));
-        let (sender, reply) = reply_pair::<()>();
+        let (sender, reply) = reply_pair::<Result<()>>(|| Err(Error::TaskPanicked));
         let sender = Arc::new(Mutex::new(Some(sender)));
+        let panicked = Arc::new(AtomicBool::new(false));
         for w in 0..workers {
-            let (inner, make_task, remaining, sender) = (
+            let (inner, make_task, remaining, sender, panicked) = (
                 self.inner.clone(),
                 make_task.clone(),
                 remaining.clone(),
                 sender.clone(),
+                panicked.clone(),
             );
             self.push_job(
                 w,
@@ -338,23 +342,24 @@ impl Db {
                             last_put: RefCell::new((NO_TREE, Vec::new())),
                         };
                         let task = make_task(ctx);
-                        let (remaining, sender) = (remaining.clone(), sender.clone());
+                        let done = TaskDone {
+                            finished: false,
+                            remaining: remaining.clone(),
+                            sender: sender.clone(),
+                            panicked: panicked.clone(),
+                        };
                         exec.spawn(async move {
+                            // The whole guard moves in (not just a field), so
+                            // it drops with the task.
+                            let mut done = done;
                             task.await;
-                            if remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
-                                if let Some(s) =
-                                    sender.lock().unwrap_or_else(|e| e.into_inner()).take()
-                                {
-                                    s.send(());
-                                }
-                            }
+                            done.finished = true;
                         });
                     }
                 }),
             )?;
         }
-        reply.wait();
-        Ok(())
+        reply.wait()
     }
 
     /// Engine counters.
@@ -482,7 +487,7 @@ impl Db {
         F: FnOnce(TaskCtx) -> Fut + Send + 'static,
         Fut: Future<Output = Result<T>> + 'static,
     {
-        let (sender, reply) = reply_pair();
+        let (sender, reply) = reply_pair(|| Err(Error::TaskPanicked));
         let inner = self.inner.clone();
         self.push_job(
             worker,
@@ -510,6 +515,34 @@ impl Db {
     {
         let reply = self.submit(worker, move |ctx| async move { Ok(make(ctx).await) })?;
         reply.wait()
+    }
+}
+
+/// Counts one task of [`Db::run`] as done when dropped: after it finished,
+/// or when the executor dropped it because it panicked. The last one
+/// reports, with an error if any task panicked.
+struct TaskDone {
+    finished: bool,
+    remaining: Arc<AtomicUsize>,
+    sender: Arc<Mutex<Option<reply::ReplySender<Result<()>>>>>,
+    panicked: Arc<AtomicBool>,
+}
+
+impl Drop for TaskDone {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.panicked.store(true, Ordering::Release);
+        }
+        if self.remaining.fetch_sub(1, Ordering::AcqRel) == 1 {
+            let sender = self.sender.lock().unwrap_or_else(|e| e.into_inner()).take();
+            if let Some(sender) = sender {
+                sender.send(if self.panicked.load(Ordering::Acquire) {
+                    Err(Error::TaskPanicked)
+                } else {
+                    Ok(())
+                });
+            }
+        }
     }
 }
 

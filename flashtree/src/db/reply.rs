@@ -16,13 +16,20 @@ struct Shared<T> {
     ready: Condvar,
 }
 
-/// The sending half; sending consumes it.
-pub(crate) struct ReplySender<T>(Arc<Shared<T>>);
+/// The sending half; sending consumes it. Dropped without sending (the
+/// task that held it panicked), it sends its `abandoned` value instead, so
+/// that the receiver never waits forever.
+pub(crate) struct ReplySender<T> {
+    shared: Option<Arc<Shared<T>>>,
+    abandoned: fn() -> T,
+}
 
 /// The receiving half: blocks in [`Reply::wait`] or is awaited.
 pub struct Reply<T>(Arc<Shared<T>>);
 
-pub(crate) fn reply_pair<T>() -> (ReplySender<T>, Reply<T>) {
+/// A connected pair; `abandoned` makes the value delivered when the sender
+/// is dropped without sending.
+pub(crate) fn reply_pair<T>(abandoned: fn() -> T) -> (ReplySender<T>, Reply<T>) {
     let shared = Arc::new(Shared {
         slot: Mutex::new(Slot {
             value: None,
@@ -30,19 +37,39 @@ pub(crate) fn reply_pair<T>() -> (ReplySender<T>, Reply<T>) {
         }),
         ready: Condvar::new(),
     });
-    (ReplySender(shared.clone()), Reply(shared))
+    (
+        ReplySender {
+            shared: Some(shared.clone()),
+            abandoned,
+        },
+        Reply(shared),
+    )
+}
+
+fn deliver<T>(shared: &Shared<T>, value: T) {
+    let waker = {
+        let mut slot = shared.slot.lock().unwrap_or_else(|e| e.into_inner());
+        slot.value = Some(value);
+        slot.waker.take()
+    };
+    shared.ready.notify_all();
+    if let Some(w) = waker {
+        w.wake();
+    }
 }
 
 impl<T> ReplySender<T> {
-    pub(crate) fn send(self, value: T) {
-        let waker = {
-            let mut slot = self.0.slot.lock().unwrap_or_else(|e| e.into_inner());
-            slot.value = Some(value);
-            slot.waker.take()
-        };
-        self.0.ready.notify_all();
-        if let Some(w) = waker {
-            w.wake();
+    pub(crate) fn send(mut self, value: T) {
+        if let Some(shared) = self.shared.take() {
+            deliver(&shared, value);
+        }
+    }
+}
+
+impl<T> Drop for ReplySender<T> {
+    fn drop(&mut self) {
+        if let Some(shared) = self.shared.take() {
+            deliver(&shared, (self.abandoned)());
         }
     }
 }

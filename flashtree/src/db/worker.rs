@@ -88,13 +88,20 @@ pub(crate) fn with_local<R>(f: impl FnOnce(&mut WorkerBuffer) -> R) -> R {
     );
     let reentered = LOCAL_IN_USE.with(|u| u.replace(true));
     debug_assert!(!reentered, "with_local re-entered");
+    /// Clears the in-use flag also when `f` panics (the executor catches
+    /// task panics and goes on).
+    struct InUse;
+    impl Drop for InUse {
+        fn drop(&mut self) {
+            LOCAL_IN_USE.with(|u| u.set(false));
+        }
+    }
+    let _in_use = InUse;
     // SAFETY: the worker loop set the pointer to a WorkerBuffer it owns for
     // the thread's lifetime and touches it only between task polls; tasks
     // borrow it only inside this call, never across an await, and the
     // re-entry flag rules out two borrows at once.
-    let result = f(unsafe { &mut *ptr });
-    LOCAL_IN_USE.with(|u| u.set(false));
-    result
+    f(unsafe { &mut *ptr })
 }
 
 /// Resolves once, after being parked and woken (by the read's completion).

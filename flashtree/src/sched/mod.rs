@@ -13,6 +13,7 @@
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
@@ -67,6 +68,10 @@ pub struct Executor {
     ready: VecDeque<TaskId>,
     /// Tasks parked, waiting for a wake.
     parked_count: usize,
+    /// Tasks that panicked since the last `take_panicked_count`.
+    panicked_count: usize,
+    /// Ids of tasks that panicked: never reused.
+    retired_count: usize,
 }
 
 impl Default for Executor {
@@ -83,6 +88,8 @@ impl Executor {
             free_ids: Vec::new(),
             ready: VecDeque::new(),
             parked_count: 0,
+            panicked_count: 0,
+            retired_count: 0,
         }
     }
 
@@ -103,12 +110,16 @@ impl Executor {
         id
     }
 
-    /// Makes a parked task ready.
+    /// Makes a parked task ready. A wake for a task that panicked (a read
+    /// it started completed afterwards) is ignored: its id is never reused.
     pub fn wake(&mut self, id: TaskId) {
         debug_assert!(
-            self.tasks.get(id as usize).is_some_and(Option::is_some),
+            (id as usize) < self.tasks.len(),
             "wake of unknown task {id}"
         );
+        if self.tasks.get(id as usize).is_none_or(Option::is_none) {
+            return;
+        }
         self.parked_count -= 1;
         // First in line: its page was just loaded and should be used before
         // eviction can take it again.
@@ -117,7 +128,7 @@ impl Executor {
 
     /// Live tasks.
     pub fn task_count(&self) -> usize {
-        self.tasks.len() - self.free_ids.len()
+        self.tasks.len() - self.free_ids.len() - self.retired_count
     }
 
     /// Tasks ready to run.
@@ -130,9 +141,17 @@ impl Executor {
         self.parked_count
     }
 
+    /// Tasks that panicked since the last call (and resets the count).
+    pub fn take_panicked_count(&mut self) -> usize {
+        std::mem::take(&mut self.panicked_count)
+    }
+
     /// Polls each task that is ready now once (tasks that yield are polled
     /// again in the next round, after the loop has done its I/O work).
-    /// Returns how many were polled.
+    /// Returns how many were polled. A task that panics is dropped (whoever
+    /// waits for its result gets an error from the dropped reply) and the
+    /// other tasks go on; its id is retired, because a read it started may
+    /// still complete and name it.
     pub fn run_ready(&mut self) -> usize {
         let mut cx = Context::from_waker(Waker::noop());
         let round = self.ready.len();
@@ -145,15 +164,22 @@ impl Executor {
             };
             CURRENT_TASK.with(|c| c.set(Some(id)));
             PARKED.with(|p| p.set(false));
-            let poll = task.as_mut().poll(&mut cx);
+            let poll = std::panic::catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(&mut cx)));
             CURRENT_TASK.with(|c| c.set(None));
             match poll {
-                Poll::Ready(()) => {
+                Ok(Poll::Ready(())) => {
                     self.tasks[id as usize] = None;
                     self.free_ids.push(id);
                 }
-                Poll::Pending if PARKED.with(|p| p.get()) => self.parked_count += 1,
-                Poll::Pending => self.ready.push_back(id),
+                Ok(Poll::Pending) if PARKED.with(|p| p.get()) => self.parked_count += 1,
+                Ok(Poll::Pending) => self.ready.push_back(id),
+                Err(_panic) => {
+                    // The panic hook has printed the message. Dropping the
+                    // future may panic again: that one is not caught.
+                    self.tasks[id as usize] = None;
+                    self.panicked_count += 1;
+                    self.retired_count += 1;
+                }
             }
         }
         round
@@ -208,5 +234,42 @@ mod tests {
         // Task ids are reused.
         let id = exec.spawn(async {});
         assert!(id < 4);
+    }
+
+    #[test]
+    fn a_panicking_task_is_dropped_and_the_others_run() {
+        let mut exec = Executor::new();
+        let done = Rc::new(Cell::new(0));
+        let finished = done.clone();
+        let parked = exec.spawn(async move {
+            std::future::poll_fn(|_| {
+                park_current();
+                Poll::<()>::Pending
+            })
+            .await;
+        });
+        let doomed = exec.spawn(async {
+            yield_now().await;
+            panic!("task fails on purpose");
+        });
+        exec.spawn(async move {
+            yield_now().await;
+            yield_now().await;
+            finished.set(finished.get() + 1);
+        });
+        for _ in 0..4 {
+            exec.run_ready();
+        }
+        assert_eq!(done.get(), 1, "the other task finished");
+        assert_eq!(exec.take_panicked_count(), 1);
+        assert_eq!(exec.take_panicked_count(), 0);
+        assert_eq!(exec.task_count(), 1, "only the parked task is left");
+        // A late wake of the panicked task is ignored; its id is not reused.
+        exec.wake(doomed);
+        assert_eq!(exec.ready_count(), 0);
+        assert_ne!(exec.spawn(async {}), doomed);
+        assert_eq!(exec.parked_count(), 1);
+        exec.wake(parked);
+        assert_eq!(exec.ready_count(), 2);
     }
 }
