@@ -185,8 +185,10 @@ pub struct PerfRecording {
 }
 
 impl PerfRecording {
-    /// Starts `perf record -e cpu-clock -F 999 -p <this process>` (no call
-    /// graph) writing `path`, and returns once perf samples: perf starts
+    /// Starts `perf record -e cpu-clock -F 999` (no call graph) writing
+    /// `path`, on the cores this process is pinned to (`-a -C`, when it is
+    /// pinned to some of the cores and perf may sample whole CPUs) or else
+    /// on this process (`-p`), and returns once perf samples: perf starts
     /// with its events disabled and enables them when told through a
     /// control FIFO, after it has read this process's threads and mappings,
     /// and acknowledges (perf ≥ 5.10). perf samples every thread, also those
@@ -200,9 +202,16 @@ impl PerfRecording {
         let mut command = Command::new("perf");
         command
             .args(["record", "-e", "cpu-clock", "-F"])
-            .arg(PERF_FREQUENCY_HZ.to_string())
-            .arg("-p")
-            .arg(std::process::id().to_string())
+            .arg(PERF_FREQUENCY_HZ.to_string());
+        match pinned_cores_to_sample() {
+            // Per-CPU events on the cores the process is pinned to: unlike
+            // per-thread events (`-p`), they add no work to every context
+            // switch, which would slow thread-per-request engines more than
+            // flashtree. `perf_report` keeps this process's samples.
+            Some(cores) => command.arg("-a").arg("-C").arg(cores),
+            None => command.arg("-p").arg(std::process::id().to_string()),
+        };
+        command
             .arg("-o")
             .arg(path)
             .args(["--quiet", "--no-buildid-cache", "--delay=-1"])
@@ -400,6 +409,35 @@ fn check_perf_permitted() -> Result<(), String> {
 
 /// The CPUs this thread is not pinned to (None: it may run on all of them,
 /// or they are unknown).
+/// The cores this process is pinned to, as a perf CPU list ("0,1"), when
+/// they are fewer than all cores and perf may sample whole CPUs (root, or
+/// perf_event_paranoid <= 0); None otherwise.
+fn pinned_cores_to_sample() -> Option<String> {
+    cores_outside_own_affinity()?;
+    // SAFETY: geteuid has no preconditions.
+    let root = unsafe { libc::geteuid() } == 0;
+    let paranoid = std::fs::read_to_string("/proc/sys/kernel/perf_event_paranoid")
+        .ok()
+        .and_then(|text| text.trim().parse::<i32>().ok());
+    if !root && paranoid.is_none_or(|level| level > 0) {
+        return None;
+    }
+    // SAFETY: cpu_set_t is plain data.
+    let mut own: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: valid pointer to a cpu_set_t of the given size.
+    let code =
+        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut own) };
+    if code != 0 {
+        return None;
+    }
+    let cores: Vec<String> = (0..libc::CPU_SETSIZE as usize)
+        // SAFETY: cpu < CPU_SETSIZE; own is a valid cpu_set_t.
+        .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &own) })
+        .map(|cpu| cpu.to_string())
+        .collect();
+    (!cores.is_empty()).then(|| cores.join(","))
+}
+
 fn cores_outside_own_affinity() -> Option<libc::cpu_set_t> {
     // SAFETY: cpu_set_t is plain data.
     let mut own: libc::cpu_set_t = unsafe { std::mem::zeroed() };
@@ -450,7 +488,10 @@ pub fn perf_report(path: &Path) -> Result<Profile, String> {
             "--sort",
             "dso,sym",
             "--show-nr-samples",
+            "--percentage",
+            "relative",
         ])
+        .arg(format!("--pid={}", std::process::id()))
         .stdin(Stdio::null())
         .output()
         .map_err(|e| match e.kind() {
