@@ -573,6 +573,10 @@ pub struct WorkerBuffer {
     free_target: usize,
     /// The task waiting for the read into each of this worker's frames.
     read_waiters: Vec<Option<TaskId>>,
+    /// Per frame: a dirty page the clock found marked and let stay one more
+    /// round (clean pages go first: evicting a dirty one costs a write, and
+    /// a write costs the device about two reads).
+    dirty_spared: Vec<bool>,
     writes_in_flight: usize,
     completions: Vec<IoCompletion>,
     load_errors: Vec<(TaskId, Error)>,
@@ -603,6 +607,7 @@ impl WorkerBuffer {
             clock_hand: first_frame,
             free_target,
             read_waiters: vec![None; frames],
+            dirty_spared: vec![false; frames],
             writes_in_flight: 0,
             completions: Vec::with_capacity(io_config.depth as usize),
             load_errors: Vec::new(),
@@ -768,12 +773,23 @@ impl WorkerBuffer {
         }
         let state = bm.state(pid);
         let word = state.load();
+        let local = (frame - self.first_frame) as usize;
         match state_of(word) {
             UNLOCKED if !force => {
+                self.dirty_spared[local] = false;
                 let _ = state.cas(word, make(MARKED, version_of(word)));
                 false
             }
+            MARKED
+                if !force
+                    && !self.dirty_spared[local]
+                    && bm.frame_dirty[frame as usize].load(Ordering::Relaxed) =>
+            {
+                self.dirty_spared[local] = true;
+                false
+            }
             UNLOCKED | MARKED if state.try_lock_x(word) => {
+                self.dirty_spared[local] = false;
                 debug_assert_eq!(bm.frame_of(pid), Some(frame));
                 if bm.frame_dirty[frame as usize].load(Ordering::Relaxed) {
                     self.write_back(pid, frame)
