@@ -166,6 +166,7 @@ impl Storage {
                 .len();
             if len < per_device_bytes {
                 fallocate(&device.file, &device.path, len, per_device_bytes - len)?;
+                write_zeros(&device.file, &device.path, len, per_device_bytes)?;
             }
         }
         self.capacity_bytes
@@ -325,6 +326,35 @@ fn block_device_bytes(file: &File, path: &Path) -> Result<u64> {
         ));
     }
     Ok(bytes)
+}
+
+/// Bytes written per call when zero-filling new space.
+const ZERO_FILL_CHUNK_BYTES: usize = 1 << 20;
+
+/// Writes zeros over `[start, end)` (page-aligned), in large sequential
+/// writes. fallocate leaves *unwritten* extents; when pages are later
+/// written into them one at a time in eviction order, ext4 converts and
+/// splits them page by page, and its in-memory extent-status tree of the
+/// file grows large: looking it up on every direct read cost 5–6% of the
+/// CPU of a lookup. Written extents stay few and large.
+fn write_zeros(file: &File, path: &Path, start: u64, end: u64) -> Result<()> {
+    use std::os::unix::fs::FileExt;
+    assert!(start.is_multiple_of(PAGE_SIZE as u64) && end.is_multiple_of(PAGE_SIZE as u64));
+    let zeros = super::AlignedBuf::new(ZERO_FILL_CHUNK_BYTES);
+    let mut offset = start;
+    while offset < end {
+        let len = (end - offset).min(ZERO_FILL_CHUNK_BYTES as u64) as usize;
+        file.write_all_at(&zeros[..len], offset)
+            .map_err(|e| match e.raw_os_error() {
+                Some(libc::ENOSPC) => Error::Full(format!(
+                    "no space left to grow {} to {end} bytes",
+                    path.display()
+                )),
+                _ => env_error(path, "zero-fill", e),
+            })?;
+        offset += len as u64;
+    }
+    Ok(())
 }
 
 fn fallocate(file: &File, path: &Path, offset: u64, len: u64) -> Result<()> {
