@@ -8,11 +8,12 @@
 //! the process's user+system time from getrusage.
 
 use crate::plot::{line_panels, Panel, Series};
-use crate::util::{parse_list, parse_size_bytes, process_cpu_seconds, progress_bar, usage_error};
+use crate::util::{parse_list, parse_size_bytes, progress_bar, usage_error};
 use flashtree::io::{
     AlignedBuf, BackendKind, IoChannel, IoConfig, IoRequest, Storage, StorageConfig,
     DIRECT_IO_ALIGN,
 };
+use flashtree_peers::sys::process_cpu_s;
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use std::io::Write;
@@ -468,7 +469,7 @@ pub fn run_point(
 ) -> Result<PointResult, String> {
     let stop = Arc::new(AtomicBool::new(false));
     let completed = Arc::new(AtomicU64::new(0));
-    let cpu_before = process_cpu_seconds();
+    let cpu_before = process_cpu_s();
     let start = Instant::now();
     let handles: Vec<_> = (0..spec.threads)
         .map(|thread| {
@@ -492,7 +493,7 @@ pub fn run_point(
         );
     }
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_s = process_cpu_seconds() - cpu_before;
+    let cpu_s = process_cpu_s() - cpu_before;
     Ok(summarize(spec, stats, seconds, cpu_s))
 }
 

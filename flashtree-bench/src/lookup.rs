@@ -9,9 +9,10 @@
 //! can be compared with the device limit in one run.
 
 use crate::iobench::{run_point, Pattern, PointSpec};
-use crate::util::{parse_size_bytes, process_cpu_seconds, progress_bar, usage_error};
+use crate::util::{parse_size_bytes, progress_bar, usage_error};
 use flashtree::db::{Db, Options, TaskCtx, Tree};
 use flashtree::io::{BackendKind, IoConfig, Storage, StorageConfig};
+use flashtree_peers::sys::process_cpu_s;
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use rand_distr::Distribution;
@@ -432,7 +433,7 @@ fn run_lookups(
     );
     let (records, zipf) = (args.records, args.zipf);
     let stats_before = db.stats();
-    let cpu_before = process_cpu_seconds();
+    let cpu_before = process_cpu_s();
     let start = Instant::now();
     let per_second = std::thread::scope(|scope| {
         let runner = {
@@ -495,7 +496,7 @@ fn run_lookups(
     })?;
     let _ = per_second;
     let seconds = start.elapsed().as_secs_f64();
-    let cpu_s = process_cpu_seconds() - cpu_before;
+    let cpu_s = process_cpu_s() - cpu_before;
     let stats = db.stats();
     if wrong.load(Ordering::Relaxed) > 0 {
         return Err(format!(
@@ -569,7 +570,7 @@ fn report_each_second(
     let deadline = start + Duration::from_secs_f64(args.seconds);
     let (mut last_ops, mut last_missed) = (0u64, 0u64);
     let mut last_stats = db.stats();
-    let mut last_cpu = process_cpu_seconds();
+    let mut last_cpu = process_cpu_s();
     let mut last_time = Instant::now();
     let mut lines = 0;
     while Instant::now() < deadline {
@@ -584,7 +585,7 @@ fn report_each_second(
             .map(|c| c.missed.load(Ordering::Relaxed))
             .sum();
         let stats = db.stats();
-        let cpu = process_cpu_seconds();
+        let cpu = process_cpu_s();
         let d_ops = ops - last_ops;
         let hit = if d_ops > 0 {
             1.0 - (missed - last_missed) as f64 / d_ops as f64

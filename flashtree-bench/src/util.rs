@@ -1,5 +1,5 @@
-//! Small helpers shared by the benchmark commands: size parsing, CPU time,
-//! usage errors, progress bars.
+//! Small helpers shared by the benchmark commands: size parsing, usage
+//! errors, progress bars.
 
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -33,18 +33,6 @@ pub fn parse_list<T>(
         return Err(format!("empty list '{text}'"));
     }
     Ok(items)
-}
-
-/// User plus system CPU seconds of this process (all threads), from getrusage.
-pub fn process_cpu_seconds() -> f64 {
-    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage fills the struct we pass; RUSAGE_SELF is always valid.
-    let usage = unsafe {
-        libc::getrusage(libc::RUSAGE_SELF, usage.as_mut_ptr());
-        usage.assume_init()
-    };
-    let seconds = |tv: libc::timeval| tv.tv_sec as f64 + tv.tv_usec as f64 * 1e-6;
-    seconds(usage.ru_utime) + seconds(usage.ru_stime)
 }
 
 /// A progress bar on a terminal (stderr), hidden otherwise.

@@ -43,14 +43,16 @@ impl Rng64 {
     }
 }
 
-/// 64-bit FNV-1a of a number (YCSB's key scrambling).
+/// 64-bit FNV-1a of `bytes`.
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xCBF2_9CE4_8422_2325u64, |hash, &byte| {
+        (hash ^ byte as u64).wrapping_mul(0x0000_0100_0000_01B3)
+    })
+}
+
+/// 64-bit FNV-1a of a number's little-endian bytes (YCSB's key scrambling).
 pub fn fnv1a_u64(value: u64) -> u64 {
-    let mut hash = 0xCBF2_9CE4_8422_2325u64;
-    for byte in value.to_le_bytes() {
-        hash ^= byte as u64;
-        hash = hash.wrapping_mul(0x0000_0100_0000_01B3);
-    }
-    hash
+    fnv1a(&value.to_le_bytes())
 }
 
 /// Zipfian over `0..items_count` with skew theta (Gray et al., as in YCSB's

@@ -422,14 +422,7 @@ fn pinned_cores_to_sample() -> Option<String> {
     if !root && paranoid.is_none_or(|level| level > 0) {
         return None;
     }
-    // SAFETY: cpu_set_t is plain data.
-    let mut own: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-    // SAFETY: valid pointer to a cpu_set_t of the given size.
-    let code =
-        unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut own) };
-    if code != 0 {
-        return None;
-    }
+    let own = own_affinity()?;
     let cores: Vec<String> = (0..libc::CPU_SETSIZE as usize)
         // SAFETY: cpu < CPU_SETSIZE; own is a valid cpu_set_t.
         .filter(|&cpu| unsafe { libc::CPU_ISSET(cpu, &own) })
@@ -438,15 +431,19 @@ fn pinned_cores_to_sample() -> Option<String> {
     (!cores.is_empty()).then(|| cores.join(","))
 }
 
-fn cores_outside_own_affinity() -> Option<libc::cpu_set_t> {
+/// The cores this thread may run on (None if the kernel does not say).
+fn own_affinity() -> Option<libc::cpu_set_t> {
     // SAFETY: cpu_set_t is plain data.
     let mut own: libc::cpu_set_t = unsafe { std::mem::zeroed() };
     // SAFETY: valid pointer to a cpu_set_t of the given size.
     let code =
         unsafe { libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut own) };
-    if code != 0 {
-        return None;
-    }
+    (code == 0).then_some(own)
+}
+
+/// The cores this thread may not run on (None: it may run on all).
+fn cores_outside_own_affinity() -> Option<libc::cpu_set_t> {
+    let own = own_affinity()?;
     // SAFETY: sysconf has no preconditions.
     let configured = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_CONF) };
     let configured = configured.clamp(1, libc::CPU_SETSIZE as libc::c_long) as usize;

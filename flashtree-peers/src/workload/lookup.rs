@@ -2,17 +2,15 @@
 //! `0..records`, 120-byte values, keys uniform or zipfian (scrambled).
 //! Every value starts with its key, and every lookup checks that.
 
-use super::{fill_value, part_range, OpKind, TaskState};
+use super::{load_records, OpKind, TaskState};
 use crate::job::RunControl;
 use crate::kv::{Kv, KvError};
-use crate::rng::{Rng64, Zipf};
+use crate::rng::Zipf;
 
 /// Key size of the lookup benchmark.
 pub const KEY_BYTES: usize = 8;
 /// Value size of the lookup benchmark.
 pub const VALUE_BYTES: usize = 120;
-/// Loaders report progress every this many records.
-pub(crate) const LOAD_PROGRESS_BATCH: u64 = 1024;
 
 /// How lookup keys are drawn.
 #[derive(Debug, Clone)]
@@ -61,18 +59,18 @@ impl Lookup {
         parts: usize,
         control: &RunControl,
     ) -> Result<u64, KvError> {
-        let (first, end) = part_range(self.records_count, part, parts);
-        let mut rng = Rng64::new(first);
-        let mut value = Vec::with_capacity(VALUE_BYTES);
-        for key in first..end {
-            fill_value(&mut value, key, VALUE_BYTES, &mut rng);
-            kv.put(0, &key.to_be_bytes(), &value).await?;
-            if (key - first + 1) % LOAD_PROGRESS_BATCH == 0 {
-                control.add_progress(LOAD_PROGRESS_BATCH);
-            }
-        }
-        control.add_progress((end - first) % LOAD_PROGRESS_BATCH);
-        Ok(end - first)
+        let key_of = |key: u64| key.to_be_bytes();
+        load_records(
+            kv,
+            self.records_count,
+            VALUE_BYTES,
+            part,
+            parts,
+            control,
+            0,
+            key_of,
+        )
+        .await
     }
     /// One lookup; a missing key or a wrong value is an error.
     pub async fn op<K: Kv>(&self, kv: &K, state: &mut TaskState) -> Result<OpKind, KvError> {

@@ -169,6 +169,38 @@ impl Workload {
     }
 }
 
+/// Loaders report progress every this many records.
+pub(crate) const LOAD_PROGRESS_BATCH: u64 = 1024;
+
+/// Inserts part `part` of `parts` of the records `0..records_count` into
+/// table 0, in record order: record `r` under `key_of(r)`, with a value of
+/// `value_bytes` tagged with `r` (filler from `Rng64::new(first ^
+/// seed_salt)`, `first` the part's first record). Returns records inserted.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn load_records<K: Kv>(
+    kv: &K,
+    records_count: u64,
+    value_bytes: usize,
+    part: usize,
+    parts: usize,
+    control: &RunControl,
+    seed_salt: u64,
+    key_of: impl Fn(u64) -> [u8; 8],
+) -> Result<u64, KvError> {
+    let (first, end) = part_range(records_count, part, parts);
+    let mut rng = Rng64::new(first ^ seed_salt);
+    let mut value = Vec::with_capacity(value_bytes);
+    for record in first..end {
+        fill_value(&mut value, record, value_bytes, &mut rng);
+        kv.put(0, &key_of(record), &value).await?;
+        if (record - first + 1) % LOAD_PROGRESS_BATCH == 0 {
+            control.add_progress(LOAD_PROGRESS_BATCH);
+        }
+    }
+    control.add_progress((end - first) % LOAD_PROGRESS_BATCH);
+    Ok(end - first)
+}
+
 /// Part `part` of `parts` of the range `0..count`, as `(first, end)`.
 pub fn part_range(count: u64, part: usize, parts: usize) -> (u64, u64) {
     let parts = parts.max(1) as u128;

@@ -18,8 +18,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use super::lookup::LOAD_PROGRESS_BATCH;
-use super::{fill_value, part_range, OpKind, TaskState};
+use super::{fill_value, load_records, OpKind, TaskState};
 use crate::job::RunControl;
 use crate::kv::{Kv, KvError};
 use crate::rng::{fnv1a_u64, Rng64, Zipf};
@@ -136,18 +135,18 @@ impl Ycsb {
         parts: usize,
         control: &RunControl,
     ) -> Result<u64, KvError> {
-        let (first, end) = part_range(self.records_count, part, parts);
-        let mut rng = Rng64::new(first ^ 0x5EED);
-        let mut value = Vec::with_capacity(VALUE_BYTES);
-        for record in first..end {
-            fill_value(&mut value, record, VALUE_BYTES, &mut rng);
-            kv.put(0, &record_key(record), &value).await?;
-            if (record - first + 1) % LOAD_PROGRESS_BATCH == 0 {
-                control.add_progress(LOAD_PROGRESS_BATCH);
-            }
-        }
-        control.add_progress((end - first) % LOAD_PROGRESS_BATCH);
-        Ok(end - first)
+        let (count, salt) = (self.records_count, 0x5EED);
+        load_records(
+            kv,
+            count,
+            VALUE_BYTES,
+            part,
+            parts,
+            control,
+            salt,
+            record_key,
+        )
+        .await
     }
     /// Draws the operation kind from the mix.
     pub fn choose_op(&self, rng: &mut Rng64) -> OpKind {

@@ -35,8 +35,17 @@ fn descend<'a>(
     root: PageId,
     key: &[u8],
 ) -> OpResult<(Option<GuardO<'a>>, GuardO<'a>)> {
+    descend_from(bm, bm.fix_optimistic(root)?, key)
+}
+
+/// [`descend`] from `start`, a node that covers `key`.
+fn descend_from<'a>(
+    bm: &'a BufferManager,
+    start: GuardO<'a>,
+    key: &[u8],
+) -> OpResult<(Option<GuardO<'a>>, GuardO<'a>)> {
     let mut parent: Option<GuardO<'a>> = None;
-    let mut current = bm.fix_optimistic(root)?;
+    let mut current = start;
     loop {
         let n = Node::from_page(current.page());
         if n.is_leaf() {
@@ -56,9 +65,9 @@ fn descend<'a>(
     }
 }
 
-/// Point lookup: copies the value into `out` and returns true if found.
-pub fn lookup(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) -> OpResult<bool> {
-    let (_, leaf) = descend(bm, root, key)?;
+/// Looks `key` up in `leaf`: copies the value into `out` and returns true if
+/// found, once the leaf validated.
+fn read_leaf(leaf: &GuardO<'_>, key: &[u8], out: &mut Vec<u8>) -> Result<bool, Restart> {
     let n = Node::from_page(leaf.page());
     let (slot, found) = n.lower_bound(key);
     if found {
@@ -67,6 +76,12 @@ pub fn lookup(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) -
     }
     leaf.check()?;
     Ok(found)
+}
+
+/// Point lookup: copies the value into `out` and returns true if found.
+pub fn lookup(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) -> OpResult<bool> {
+    let (_, leaf) = descend(bm, root, key)?;
+    Ok(read_leaf(&leaf, key, out)?)
 }
 
 /// Why [`lookup_interleaved`] stopped without an answer.
@@ -98,44 +113,22 @@ pub async fn lookup_interleaved(
     key: &[u8],
     out: &mut Vec<u8>,
 ) -> std::result::Result<bool, LookupStop> {
-    let mut node = match bm.fix_optimistic(root) {
-        Ok(node) => node,
-        Err(e) => {
-            return Err(match as_restart(e) {
-                Restart::Load(child) => LookupStop::Miss {
-                    child,
-                    parent: None,
-                },
-                other => LookupStop::Restart(other),
-            })
-        }
+    // A failed fix of `child` (read from `parent` as it still is, if any).
+    let stop = |e: OpError, parent: Option<Stamp>| match as_restart(e) {
+        Restart::Load(child) => LookupStop::Miss { child, parent },
+        other => LookupStop::Restart(other),
     };
+    let mut node = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
     loop {
         let n = Node::from_page(node.page());
         if n.is_leaf() {
-            let (slot, found) = n.lower_bound(key);
-            if found {
-                out.clear();
-                out.extend_from_slice(n.value(slot));
-            }
-            node.check().map_err(LookupStop::Restart)?;
-            return Ok(found);
+            return read_leaf(&node, key, out).map_err(LookupStop::Restart);
         }
         let child = n.child_for(key);
         node.check().map_err(LookupStop::Restart)?;
-        let next = match bm.fix_optimistic(child) {
-            Ok(next) => next,
-            Err(e) => {
-                return Err(match as_restart(e) {
-                    // Valid: `child` was read from `node` as it still is.
-                    Restart::Load(child) => LookupStop::Miss {
-                        child,
-                        parent: Some(node.stamp()),
-                    },
-                    other => LookupStop::Restart(other),
-                });
-            }
-        };
+        let next = bm
+            .fix_optimistic(child)
+            .map_err(|e| stop(e, Some(node.stamp())))?;
         node.check().map_err(LookupStop::Restart)?;
         next.prefetch();
         crate::sched::yield_now().await;
@@ -155,27 +148,14 @@ pub fn lookup_resume(
     key: &[u8],
     out: &mut Vec<u8>,
 ) -> OpResult<bool> {
-    let mut node = bm.fix_optimistic(child)?;
+    let start = bm.fix_optimistic(child)?;
     // Checked after the child's fix: the pointer was valid when the child's
     // version was taken.
     if !bm.unchanged_since(parent) {
         return Err(Restart::Retry.into());
     }
-    loop {
-        let n = Node::from_page(node.page());
-        if n.is_leaf() {
-            let (slot, found) = n.lower_bound(key);
-            if found {
-                out.clear();
-                out.extend_from_slice(n.value(slot));
-            }
-            node.check()?;
-            return Ok(found);
-        }
-        let next = bm.fix_optimistic(n.child_for(key))?;
-        node.check()?;
-        node = next;
-    }
+    let (_, leaf) = descend_from(bm, start, key)?;
+    Ok(read_leaf(&leaf, key, out)?)
 }
 
 fn as_restart(e: OpError) -> Restart {

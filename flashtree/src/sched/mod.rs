@@ -68,10 +68,8 @@ pub struct Executor {
     ready: VecDeque<TaskId>,
     /// Tasks parked, waiting for a wake.
     parked_count: usize,
-    /// Tasks that panicked since the last `take_panicked_count`.
+    /// Tasks that panicked; their ids are retired, never reused.
     panicked_count: usize,
-    /// Ids of tasks that panicked: never reused.
-    retired_count: usize,
 }
 
 impl Default for Executor {
@@ -89,7 +87,6 @@ impl Executor {
             ready: VecDeque::new(),
             parked_count: 0,
             panicked_count: 0,
-            retired_count: 0,
         }
     }
 
@@ -128,7 +125,7 @@ impl Executor {
 
     /// Live tasks.
     pub fn task_count(&self) -> usize {
-        self.tasks.len() - self.free_ids.len() - self.retired_count
+        self.tasks.len() - self.free_ids.len() - self.panicked_count
     }
 
     /// Tasks ready to run.
@@ -141,9 +138,9 @@ impl Executor {
         self.parked_count
     }
 
-    /// Tasks that panicked since the last call (and resets the count).
-    pub fn take_panicked_count(&mut self) -> usize {
-        std::mem::take(&mut self.panicked_count)
+    /// Tasks that panicked so far.
+    pub fn panicked_count(&self) -> usize {
+        self.panicked_count
     }
 
     /// Polls each task that is ready now once (tasks that yield are polled
@@ -178,7 +175,6 @@ impl Executor {
                     // future may panic again: that one is not caught.
                     self.tasks[id as usize] = None;
                     self.panicked_count += 1;
-                    self.retired_count += 1;
                 }
             }
         }
@@ -261,8 +257,7 @@ mod tests {
             exec.run_ready();
         }
         assert_eq!(done.get(), 1, "the other task finished");
-        assert_eq!(exec.take_panicked_count(), 1);
-        assert_eq!(exec.take_panicked_count(), 0);
+        assert_eq!(exec.panicked_count(), 1);
         assert_eq!(exec.task_count(), 1, "only the parked task is left");
         // A late wake of the panicked task is ignored; its id is not reused.
         exec.wake(doomed);

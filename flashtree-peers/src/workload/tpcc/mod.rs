@@ -39,6 +39,7 @@ pub use rows::*;
 use super::{OpKind, TaskState};
 use crate::job::RunControl;
 use crate::kv::{yield_now, Kv, KvError};
+use crate::rng::fnv1a;
 
 /// Tables TPC-C needs.
 pub const TABLE_COUNT: u32 = 11;
@@ -231,32 +232,34 @@ impl Tpcc {
         (self.warehouses * DISTRICTS_PER_WAREHOUSE + warehouse - 1) as usize
     }
 
-    /// Takes the locks `indexes` in ascending order (try-lock, yield when busy).
-    async fn lock_all(&self, indexes: &mut Vec<usize>) -> LockGuard<'_> {
-        indexes.sort_unstable();
-        indexes.dedup();
-        for &index in indexes.iter() {
-            acquire(&self.locks[index]).await;
+    /// Takes the locks `indexes` (at most [`GUARD_LOCKS_MAX`]) in ascending
+    /// order (try-lock, yield when busy).
+    async fn lock_all(&self, indexes: &[usize]) -> LockGuard<'_> {
+        assert!(indexes.len() <= GUARD_LOCKS_MAX, "too many locks at once");
+        let mut sorted = [0usize; GUARD_LOCKS_MAX];
+        let sorted = &mut sorted[..indexes.len()];
+        sorted.copy_from_slice(indexes);
+        sorted.sort_unstable();
+        // Built as the locks are taken, so that a dropped wait releases the
+        // ones already held.
+        let mut guard = LockGuard::new(&self.locks);
+        for &index in sorted.iter() {
+            if guard.held().last() != Some(&index) {
+                acquire(&self.locks[index]).await;
+                guard.push(index);
+            }
         }
-        LockGuard {
-            locks: &self.locks,
-            indexes: std::mem::take(indexes),
-        }
+        guard
     }
 
     /// Takes the row lock of `key` in `table` (STOCK or CUSTOMER). The
     /// holder must not take any other lock before dropping it.
     async fn lock_row(&self, table: u32, key: &[u8]) -> LockGuard<'_> {
-        let mut hash = 0xcbf2_9ce4_8422_2325u64 ^ table as u64;
-        for &byte in key {
-            hash = (hash ^ byte as u64).wrapping_mul(0x0000_0100_0000_01b3);
-        }
-        let index = (hash as usize) % ROW_LOCK_COUNT;
+        let index = (fnv1a(key) ^ table as u64) as usize % ROW_LOCK_COUNT;
         acquire(&self.row_locks[index]).await;
-        LockGuard {
-            locks: &self.row_locks,
-            indexes: vec![index],
-        }
+        let mut guard = LockGuard::new(&self.row_locks);
+        guard.push(index);
+        guard
     }
 }
 
@@ -270,15 +273,36 @@ async fn acquire(lock: &AtomicBool) {
     }
 }
 
+/// Most locks one guard holds (Payment: its district and its warehouse).
+const GUARD_LOCKS_MAX: usize = 2;
+
 /// Releases its locks when dropped.
 struct LockGuard<'a> {
     locks: &'a [AtomicBool],
-    indexes: Vec<usize>,
+    indexes: [usize; GUARD_LOCKS_MAX],
+    count: usize,
+}
+
+impl<'a> LockGuard<'a> {
+    fn new(locks: &'a [AtomicBool]) -> Self {
+        LockGuard {
+            locks,
+            indexes: [0; GUARD_LOCKS_MAX],
+            count: 0,
+        }
+    }
+    fn held(&self) -> &[usize] {
+        &self.indexes[..self.count]
+    }
+    fn push(&mut self, index: usize) {
+        self.indexes[self.count] = index;
+        self.count += 1;
+    }
 }
 
 impl Drop for LockGuard<'_> {
     fn drop(&mut self) {
-        for &index in &self.indexes {
+        for &index in self.held() {
             let was_locked = self.locks[index].swap(false, Ordering::Release);
             debug_assert!(was_locked);
         }

@@ -145,8 +145,7 @@ async fn new_order<K: Kv>(
     }
     let all_local = lines.iter().all(|line| line.supply_w == w) as i64;
     let o = {
-        let mut locks = vec![tpcc.district_lock_index(w, d)];
-        let _guard = tpcc.lock_all(&mut locks).await;
+        let _guard = tpcc.lock_all(&[tpcc.district_lock_index(w, d)]).await;
         let district_key = key(&[w, d]);
         let mut district: District = get_row(kv, table::DISTRICT, &district_key, out).await?;
         let o = district.next_o_id as u32;
@@ -270,8 +269,8 @@ async fn payment<K: Kv>(
     }
     {
         // Condition 1 (W_YTD = sum(D_YTD)): both sums move under both locks.
-        let mut locks = vec![tpcc.district_lock_index(w, d), tpcc.warehouse_lock_index(w)];
-        let _guard = tpcc.lock_all(&mut locks).await;
+        let locks = [tpcc.district_lock_index(w, d), tpcc.warehouse_lock_index(w)];
+        let _guard = tpcc.lock_all(&locks).await;
         let mut warehouse: Warehouse = get_row(kv, table::WAREHOUSE, &key(&[w]), out).await?;
         warehouse.ytd += amount;
         put_row(kv, table::WAREHOUSE, &key(&[w]), &warehouse, buffer).await?;
@@ -360,8 +359,7 @@ async fn delivery<K: Kv>(
     let carrier = rng.range(1, 10) as i64;
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
         let (c, amount_total) = {
-            let mut locks = vec![tpcc.district_lock_index(w, d)];
-            let _guard = tpcc.lock_all(&mut locks).await;
+            let _guard = tpcc.lock_all(&[tpcc.district_lock_index(w, d)]).await;
             let prefix = key(&[w, d]);
             let oldest = scan_prefix(kv, table::NEW_ORDER, &prefix, &prefix, false, 1).await?;
             let Some((new_order_key, _)) = oldest.first() else {
