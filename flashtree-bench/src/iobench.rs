@@ -231,6 +231,8 @@ pub fn run(args: IobenchArgs) -> Result<(), String> {
         io_config.backend = spec.backend;
         io_config.depth = spec.depth;
         io_config.submit_batch = spec.batch;
+        // `--batch` is exact here: no busy-device deferral.
+        io_config.submit_busy_depth = 0;
         let result = run_point(&storage, sweep.size_bytes, &io_config, spec)?;
         emit(&result, args.json)?;
         if args.vs_fio {

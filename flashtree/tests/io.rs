@@ -401,3 +401,51 @@ fn iopoll_on_a_device_without_poll_queues_is_named_or_falls_back() {
         Err(e) => assert!(e.to_string().contains("IORING_SETUP_IOPOLL"), "{e}"),
     }
 }
+
+/// `push` submits batches of `submit_batch` by itself until
+/// `submit_busy_depth` submitted requests are unfinished; then requests wait
+/// for the caller's `submit` (or `wait`), and all of them complete.
+#[test]
+fn push_defers_submission_while_the_device_is_busy() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let storage = storage(&dir, 1, 64 * PAGE as u64);
+        let cfg = IoConfig {
+            submit_batch: 1,
+            submit_busy_depth: 3,
+            ..config(backend, 16)
+        };
+        let mut channel = IoChannel::new(storage, &cfg).unwrap();
+        let mut bufs: Vec<AlignedBuf> = (0..8).map(|_| AlignedBuf::new(PAGE)).collect();
+        for (page, buf) in bufs.iter_mut().enumerate() {
+            // SAFETY: bufs outlives every completion, all reaped below.
+            unsafe {
+                channel.push(IoRequest::read(
+                    page as u64 * PAGE as u64,
+                    buf.as_mut_ptr(),
+                    PAGE as u32,
+                    page as u64,
+                ))
+            }
+            .expect("push read");
+            // Nothing is reaped, so submitted requests stay unfinished.
+            let expected_queued = (page + 1).saturating_sub(3);
+            assert_eq!(
+                channel.queued(),
+                expected_queued,
+                "{backend:?} after push {page}"
+            );
+        }
+        let mut done = Vec::new();
+        while done.len() < 8 {
+            channel.wait(1, &mut done).expect("wait");
+        }
+        assert_eq!(channel.queued(), 0, "{backend:?}");
+        let mut seen: Vec<u64> = done.iter().map(|c| c.user_data).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..8).collect::<Vec<u64>>(), "{backend:?}");
+        for c in &done {
+            c.result.as_ref().expect("read completes");
+        }
+    }
+}

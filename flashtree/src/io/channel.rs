@@ -115,6 +115,7 @@ pub struct IoChannel {
     /// Accepted by push but not yet handed to the kernel.
     queued_count: u32,
     submit_batch: u32,
+    submit_busy_depth: u32,
     notes: Vec<String>,
     _not_sync: PhantomData<*mut ()>,
 }
@@ -145,6 +146,7 @@ impl IoChannel {
             free_slots: (0..config.depth).rev().collect(),
             queued_count: 0,
             submit_batch: config.submit_batch,
+            submit_busy_depth: config.submit_busy_depth,
             notes,
             _not_sync: PhantomData,
         })
@@ -224,7 +226,10 @@ impl IoChannel {
             Backend::Sync(sync) => sync.queue(index),
         }
         self.queued_count += 1;
-        if self.submit_batch > 0 && self.queued_count >= self.submit_batch {
+        let submitted_unfinished = self.in_flight() - self.queued_count as usize;
+        let device_busy =
+            self.submit_busy_depth > 0 && submitted_unfinished >= self.submit_busy_depth as usize;
+        if self.submit_batch > 0 && self.queued_count >= self.submit_batch && !device_busy {
             // A failure here leaves the requests queued; the next explicit
             // submit reports it.
             let _ = self.submit();
