@@ -7,7 +7,7 @@
 //! Tasks never panic (a panic would take down a worker thread); they record
 //! what went wrong in a shared list that the test checks afterwards.
 
-use flashtree::db::{Db, Options, ScanDirection, Tree};
+use flashtree::db::{Db, Options, ScanDirection, Tree, TreeShape};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::future::Future;
 use std::pin::pin;
@@ -288,6 +288,71 @@ fn parallel_ascending_loaders_fill_leaves() {
         many_loaders * 10 <= one_loader * 12,
         "64 parallel loaders made {many_loaders} nodes, 2 made {one_loader}"
     );
+}
+
+/// Loads `tables` trees at once, each task its own ascending key range in
+/// every tree, putting one entry into each tree in turn (how a loader
+/// writes a row and then its index entries). Returns each tree's shape.
+fn load_interleaved(tasks_per_worker: usize, tables: usize, total: u64) -> Vec<TreeShape> {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 256)).unwrap();
+    let trees: Vec<Tree> = (0..tables)
+        .map(|t| db.tree(&format!("t{t}")).unwrap())
+        .collect();
+    let per_task = total / (2 * tasks_per_worker as u64);
+    let failures = Failures::default();
+    let (f, t) = (failures.clone(), trees.clone());
+    db.run(tasks_per_worker, move |ctx| {
+        let (f, trees) = (f.clone(), t.clone());
+        async move {
+            let owner = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
+            for i in 0..per_task {
+                let key = (owner * per_task + i).to_be_bytes();
+                for tree in &trees {
+                    if let Err(e) = ctx.put(*tree, &key, &[5u8; 120]).await {
+                        return f.add(format!("task {owner}: put: {e}"));
+                    }
+                }
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    trees
+        .iter()
+        .map(|tree| {
+            let shape = db.check_tree_shape(*tree).unwrap();
+            assert_eq!(shape.entries, per_task * 2 * tasks_per_worker as u64);
+            shape
+        })
+        .collect()
+}
+
+/// Parallel loaders that write several trees in turn fill the leaves of
+/// each as a loader of one tree does, and the inner nodes too: splits
+/// recognise a task's run per tree, at every level.
+#[test]
+fn parallel_loaders_of_several_trees_fill_leaves_and_inner_nodes() {
+    let one_tree = load_interleaved(4, 1, 120_000)[0];
+    let three_trees = load_interleaved(4, 3, 120_000);
+    // 120 000 entries of 138 bytes fill ~4 200 leaves. Half-full leaves
+    // (a split that misses the run) would make ~6 000.
+    for shape in &three_trees {
+        assert!(
+            shape.leaves * 10 <= one_tree.leaves * 11,
+            "interleaved trees: {shape:?}, one tree: {one_tree:?}"
+        );
+    }
+    // Inner nodes filled by runs hold 123-135 children here (a split
+    // strips the fences' common prefix, which frees space that no later
+    // insert uses); half splits at the loaders' frontiers leave 99-110.
+    for shape in three_trees.iter().chain([&one_tree]) {
+        assert!(
+            shape.inner_nodes * 115 <= shape.leaves,
+            "inner nodes hold {} children on average: {shape:?}",
+            shape.leaves / shape.inner_nodes.max(1)
+        );
+    }
 }
 
 /// What the tasks of the overlapping test did to each key.

@@ -679,12 +679,16 @@ impl Node {
 
     /// Split for ascending inserts that end in front of other keys (e.g.
     /// parallel loaders, each appending to its own key range: the leaf at a
-    /// loader's frontier also holds the first keys of the next range). The
-    /// left page keeps slots `[0, insert_slot)`, full, and this page keeps
-    /// the rest, where the insert goes. Returns false (nothing changed) when
-    /// it does not apply: a leaf only, `0 < insert_slot < count`, and the
-    /// entries that stay here must be at most half of the node's bytes, so
-    /// that the insert fits after the split.
+    /// loader's frontier also holds the first keys of the next range). A
+    /// leaf's left page keeps slots `[0, insert_slot)`, full, and this page
+    /// keeps the rest, where the insert goes. An inner node's `insert_slot`
+    /// is the loader's frontier child: the left page keeps the children
+    /// before it (slot `insert_slot - 1` becomes the left's upper child and
+    /// its key moves up), and this page keeps the frontier child and the
+    /// rest. Returns false (nothing changed) when it does not apply:
+    /// `0 < insert_slot < count` (`1 <` for inner nodes), and the entries
+    /// that stay here must be at most half of the node's bytes, so that the
+    /// insert fits after the split.
     pub fn split_for_sequential(
         &mut self,
         insert_slot: usize,
@@ -692,7 +696,8 @@ impl Node {
         separator_out: &mut Vec<u8>,
     ) -> bool {
         let count = self.count();
-        if !self.is_leaf() || insert_slot == 0 || insert_slot >= count {
+        let first_allowed = if self.is_leaf() { 1 } else { 2 };
+        if insert_slot < first_allowed || insert_slot >= count {
             return false;
         }
         let entry_bytes = |index: usize| {
@@ -1727,6 +1732,56 @@ mod tests {
         assert!(!full.split_for_sequential(0, &mut left_page, &mut separator));
         assert!(!full.split_for_sequential(20, &mut left_page, &mut separator));
         assert!(!full.split_for_sequential(5, &mut left_page, &mut separator));
+        assert!(other == before, "a refused split changes nothing");
+    }
+
+    #[test]
+    fn sequential_split_of_an_inner_node_keeps_the_children_before_the_frontier_left() {
+        let mut page = [0u8; PAGE_SIZE];
+        let node = init_inner(&mut page, &[], &[], 9_999);
+        // Separators 1000.. of the next range first, then a run 0, 1, 2, ..
+        // in front of them; the frontier child is the one after the run.
+        for k in 1000u64..1004 {
+            node.insert_separator(&k.to_be_bytes(), 5_000 + k).unwrap();
+        }
+        let mut i = 0u64;
+        while node.has_space_for(8, CHILD_BYTES) {
+            node.insert_separator(&i.to_be_bytes(), i).unwrap();
+            i += 1;
+        }
+        let count = node.count();
+        let frontier = node.child_index_for(&i.to_be_bytes());
+        assert_eq!(frontier, count - 4);
+        let frontier_child = node.child_at(frontier);
+        let mut left_page = [0u8; PAGE_SIZE];
+        let mut separator = Vec::new();
+        assert!(node.split_for_sequential(frontier, &mut left_page, &mut separator));
+        let left = Node::from_page(&left_page);
+        assert_eq!(
+            left.count(),
+            count - 5,
+            "the run's children stay left, one moves up"
+        );
+        assert_eq!(
+            left.upper_child(),
+            i - 1,
+            "the last child of the run is left's upper child"
+        );
+        assert_eq!(separator, (i - 1).to_be_bytes().to_vec());
+        assert_eq!(node.count(), 4, "the next range's separators stay here");
+        assert_eq!(node.child_for(&i.to_be_bytes()), frontier_child);
+        check_invariants(&left_page).unwrap();
+        node.check_invariants().unwrap();
+        assert!(node.has_space_for(MAX_KEY_BYTES, CHILD_BYTES));
+        // Not applicable: the frontier at slot 1 (the left would be empty).
+        let mut other = [0u8; PAGE_SIZE];
+        let small = init_inner(&mut other, &[], &[], 7);
+        for k in 0u64..20 {
+            small.insert_separator(&k.to_be_bytes(), k).unwrap();
+        }
+        let before = other;
+        let small = Node::from_page_mut(&mut other);
+        assert!(!small.split_for_sequential(1, &mut left_page, &mut separator));
         assert!(other == before, "a refused split changes nothing");
     }
 }

@@ -296,7 +296,7 @@ fn split(
     parent.check()?;
     if !parent_has_space {
         let parent_pid = parent.pid();
-        return split(bm, wb, root, parent_pid, key, None);
+        return split(bm, wb, root, parent_pid, key, previous_key);
     }
     let node = bm.fix_optimistic(pid)?;
     parent.check()?;
@@ -309,9 +309,16 @@ fn split(
     let mut separator = Vec::with_capacity(MAX_KEY_BYTES);
     let n = Node::from_page_mut(node.page_mut());
     let insert_slot = n.lower_bound(key).0;
-    // The caller's previous insert right in front of this one: a sequence.
+    // The caller's previous insert right in front of this one (in a leaf),
+    // or into the same child (in an inner node): a sequence.
     let sequential = insert_slot > 0
-        && previous_key.is_some_and(|previous| n.key_equals(insert_slot - 1, previous));
+        && previous_key.is_some_and(|previous| {
+            if n.is_leaf() {
+                n.key_equals(insert_slot - 1, previous)
+            } else {
+                n.lower_bound(previous).0 == insert_slot
+            }
+        });
     if insert_slot == n.count() && n.count() >= 3 {
         n.split_for_append(left.page_mut(), &mut separator);
     } else if !(sequential && n.split_for_sequential(insert_slot, left.page_mut(), &mut separator))

@@ -339,7 +339,7 @@ impl Db {
                             worker: w,
                             task: t,
                             missed: Cell::new(false),
-                            last_put: RefCell::new((NO_TREE, Vec::new())),
+                            last_puts: RefCell::new(LastPuts::default()),
                         };
                         let task = make_task(ctx);
                         let done = TaskDone {
@@ -385,13 +385,19 @@ impl Db {
     /// neighbours are too full to absorb it stays. Meant for a quiescent
     /// tree: concurrent writers may make it report errors that are not there.
     pub fn check_tree(&self, tree: Tree) -> Result<(u64, u64)> {
+        let shape = self.check_tree_shape(tree)?;
+        Ok((shape.inner_nodes + shape.leaves, shape.entries))
+    }
+
+    /// [`Db::check_tree`], returning node counts by kind.
+    pub fn check_tree_shape(&self, tree: Tree) -> Result<TreeShape> {
         self.call(0, move |ctx| async move {
             let freed: std::collections::HashSet<PageId> =
                 ctx.inner.bm.free_page_ids().into_iter().collect();
             let mut seen = std::collections::HashSet::new();
             let mut leaf_depth: Option<usize> = None;
             let mut stack = vec![(tree.root, Vec::new(), Vec::new(), 0usize)];
-            let (mut nodes, mut entries) = (0u64, 0u64);
+            let mut shape = TreeShape::default();
             while let Some((pid, lower, upper, depth)) = stack.pop() {
                 if pid == 0 || freed.contains(&pid) || !seen.insert(pid) {
                     return Err(Error::Corrupt(format!(
@@ -402,14 +408,16 @@ impl Db {
                     tree::check_node(&ctx.inner.bm, pid, &lower, &upper)
                 })
                 .await?;
-                nodes += 1;
                 if report.is_leaf {
-                    entries += report.count as u64;
+                    shape.leaves += 1;
+                    shape.entries += report.count as u64;
                     if *leaf_depth.get_or_insert(depth) != depth {
                         return Err(Error::Corrupt(format!(
                             "leaf {pid} at depth {depth}, another at {leaf_depth:?}"
                         )));
                     }
+                } else {
+                    shape.inner_nodes += 1;
                 }
                 stack.extend(
                     report
@@ -418,7 +426,7 @@ impl Db {
                         .map(|(child, lo, up)| (child, lo, up, depth + 1)),
                 );
             }
-            Ok((nodes, entries))
+            Ok(shape)
         })?
     }
 
@@ -497,7 +505,7 @@ impl Db {
                     worker,
                     task: 0,
                     missed: Cell::new(false),
-                    last_put: RefCell::new((NO_TREE, Vec::new())),
+                    last_puts: RefCell::new(LastPuts::default()),
                 };
                 let task = make(ctx);
                 exec.spawn(async move { sender.send(task.await) });
@@ -554,9 +562,47 @@ impl Drop for Db {
     }
 }
 
-/// `TaskCtx::last_put` before the first put: page 0 is the metadata page,
-/// never a tree's root.
-const NO_TREE: PageId = 0;
+/// Node counts of a tree, from [`Db::check_tree_shape`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TreeShape {
+    /// Inner nodes (the root counts here once it has children).
+    pub inner_nodes: u64,
+    /// Leaves.
+    pub leaves: u64,
+    /// Entries in all leaves.
+    pub entries: u64,
+}
+
+/// Trees whose last put key a task remembers.
+const LAST_PUT_TREES: usize = 8;
+
+/// The key of a task's last put into each of the trees it put into most
+/// recently (at most [`LAST_PUT_TREES`], most recent last). Per tree, so
+/// that a task appending to several trees in turn (a loader writing a row
+/// and then its index entry) is still seen as appending to each.
+#[derive(Default)]
+struct LastPuts {
+    entries: Vec<(PageId, Vec<u8>)>,
+}
+
+impl LastPuts {
+    /// Removes and returns the last key put into `tree`.
+    fn take(&mut self, tree: PageId) -> Option<Vec<u8>> {
+        let at = self.entries.iter().position(|(t, _)| *t == tree)?;
+        Some(self.entries.remove(at).1)
+    }
+
+    /// Records `key` (reusing `buffer`) as the last put into `tree`.
+    fn record(&mut self, tree: PageId, mut buffer: Vec<u8>, key: &[u8]) {
+        debug_assert!(self.entries.iter().all(|(t, _)| *t != tree));
+        if self.entries.len() == LAST_PUT_TREES {
+            self.entries.remove(0);
+        }
+        buffer.clear();
+        buffer.extend_from_slice(key);
+        self.entries.push((tree, buffer));
+    }
+}
 
 /// A task's handle to the engine, valid on the worker that runs the task.
 pub struct TaskCtx {
@@ -564,9 +610,9 @@ pub struct TaskCtx {
     worker: usize,
     task: usize,
     missed: Cell<bool>,
-    /// The tree (root page) and key of this task's last put: lets splits
-    /// recognise a task inserting ascending keys (see `tree::insert`).
-    last_put: RefCell<(PageId, Vec<u8>)>,
+    /// The key of this task's last put per tree: lets splits recognise a
+    /// task inserting ascending keys (see `tree::insert`).
+    last_puts: RefCell<LastPuts>,
 }
 
 impl TaskCtx {
@@ -613,15 +659,15 @@ impl TaskCtx {
         let bm = &self.inner.bm;
         // Taken out while the put runs: other tasks cannot see it, and this
         // task's own puts do not overlap.
-        let (last_tree, mut last_key) = self.last_put.take();
-        let previous_key = (last_tree == tree.root).then_some(last_key.as_slice());
+        let last_key = self.last_puts.borrow_mut().take(tree.root);
+        let previous_key = last_key.as_deref();
         let result = run_op(&self.missed, |wb| {
             tree::insert(bm, wb, tree.root, key, value, previous_key)
         })
         .await;
-        last_key.clear();
-        last_key.extend_from_slice(key);
-        *self.last_put.borrow_mut() = (tree.root, last_key);
+        self.last_puts
+            .borrow_mut()
+            .record(tree.root, last_key.unwrap_or_default(), key);
         result
     }
 
