@@ -100,6 +100,9 @@ pub struct BufferConfig {
     pub max_store_bytes: u64,
     /// Percent of a worker's frames it keeps free (eviction target).
     pub free_target_pct: u32,
+    /// Clock rounds a marked dirty page is passed over before it is written
+    /// and evicted: clean pages go first.
+    pub dirty_spare_rounds: u8,
 }
 
 /// Frames smallest partition a worker may have.
@@ -131,6 +134,7 @@ pub struct BufferManager {
     frame_dirty: Box<[AtomicBool]>,
     partitions: Vec<(u32, u32)>,
     free_target_pct: u32,
+    dirty_spare_rounds: u8,
     next_pid: AtomicU64,
     free_pids: Mutex<Vec<PageId>>,
     write_error: Mutex<Option<String>>,
@@ -186,6 +190,7 @@ impl BufferManager {
             frame_dirty: (0..frames).map(|_| AtomicBool::new(false)).collect(),
             partitions,
             free_target_pct: config.free_target_pct.clamp(1, 50),
+            dirty_spare_rounds: config.dirty_spare_rounds,
             next_pid: AtomicU64::new(0),
             free_pids: Mutex::new(Vec::new()),
             write_error: Mutex::new(None),
@@ -573,10 +578,11 @@ pub struct WorkerBuffer {
     free_target: usize,
     /// The task waiting for the read into each of this worker's frames.
     read_waiters: Vec<Option<TaskId>>,
-    /// Per frame: a dirty page the clock found marked and let stay one more
-    /// round (clean pages go first: evicting a dirty one costs a write, and
-    /// a write costs the device about two reads).
-    dirty_spared: Vec<bool>,
+    /// Per frame: rounds the clock found this dirty page marked and let it
+    /// stay, up to `dirty_spare_rounds` (clean pages go first: evicting a
+    /// dirty one costs a write, and writing a page that is updated again
+    /// soon, or reading back one that is read again soon, is wasted).
+    dirty_spared: Vec<u8>,
     writes_in_flight: usize,
     completions: Vec<IoCompletion>,
     load_errors: Vec<(TaskId, Error)>,
@@ -607,7 +613,7 @@ impl WorkerBuffer {
             clock_hand: first_frame,
             free_target,
             read_waiters: vec![None; frames],
-            dirty_spared: vec![false; frames],
+            dirty_spared: vec![0; frames],
             writes_in_flight: 0,
             completions: Vec::with_capacity(io_config.depth as usize),
             load_errors: Vec::new(),
@@ -776,20 +782,20 @@ impl WorkerBuffer {
         let local = (frame - self.first_frame) as usize;
         match state_of(word) {
             UNLOCKED if !force => {
-                self.dirty_spared[local] = false;
+                self.dirty_spared[local] = 0;
                 let _ = state.cas(word, make(MARKED, version_of(word)));
                 false
             }
             MARKED
                 if !force
-                    && !self.dirty_spared[local]
+                    && self.dirty_spared[local] < bm.dirty_spare_rounds
                     && bm.frame_dirty[frame as usize].load(Ordering::Relaxed) =>
             {
-                self.dirty_spared[local] = true;
+                self.dirty_spared[local] += 1;
                 false
             }
             UNLOCKED | MARKED if state.try_lock_x(word) => {
-                self.dirty_spared[local] = false;
+                self.dirty_spared[local] = 0;
                 debug_assert_eq!(bm.frame_of(pid), Some(frame));
                 if bm.frame_dirty[frame as usize].load(Ordering::Relaxed) {
                     self.write_back(pid, frame)

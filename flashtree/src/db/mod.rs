@@ -56,8 +56,12 @@ pub struct Options {
     pub chunk_bytes: u64,
     /// Largest store the page table can address (default 1 TiB).
     pub max_store_bytes: u64,
-    /// Percent of each worker's frames kept free by eviction (default 5).
+    /// Percent of each worker's frames kept free by eviction (default 2).
     pub free_target_pct: u32,
+    /// Clock rounds a dirty page is passed over before it is written and
+    /// evicted (default 3): clean pages are evicted first, so a page updated
+    /// again soon is written once, and one read again soon stays.
+    pub dirty_spare_rounds: u8,
     /// Use O_DIRECT (default true).
     pub direct_io: bool,
 }
@@ -73,7 +77,8 @@ impl Default for Options {
             },
             chunk_bytes: 64 * 1024,
             max_store_bytes: 1 << 40,
-            free_target_pct: 5,
+            free_target_pct: 2,
+            dirty_spare_rounds: 3,
             direct_io: true,
         }
     }
@@ -160,6 +165,7 @@ impl Db {
                 workers: options.workers,
                 max_store_bytes: options.max_store_bytes,
                 free_target_pct: options.free_target_pct,
+                dirty_spare_rounds: options.dirty_spare_rounds,
             },
         )?);
         bm.set_allocation(meta.next_pid, free)?;
