@@ -55,3 +55,29 @@ fn smoke_insert_get_scan_delete_reopen() {
     let (_, entries) = db.check_tree(t).unwrap();
     assert_eq!(entries, n / 2);
 }
+
+/// Updating rows in place never splits: an ascending load leaves the leaves
+/// full, and rewriting every row with a value of the same or a smaller size
+/// keeps the node count (a replace reuses the old value's bytes).
+#[test]
+fn updates_of_full_leaves_do_not_split() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(1, 32)).unwrap();
+    let tree = db.tree("rows").unwrap();
+    let rows = 6_000u64;
+    for i in 0..rows {
+        db.put(tree, &key(i), &[1u8; 310]).unwrap();
+    }
+    let (nodes_loaded, entries) = db.check_tree(tree).unwrap();
+    assert_eq!(entries, rows);
+    for i in (0..rows).rev() {
+        db.put(tree, &key(i), &[2u8; 310]).unwrap();
+    }
+    for i in 0..rows {
+        db.put(tree, &key(i), &[3u8; 300]).unwrap();
+    }
+    assert_eq!(db.check_tree(tree).unwrap(), (nodes_loaded, rows));
+    for i in 0..rows {
+        assert_eq!(db.get(tree, &key(i)).unwrap().unwrap(), vec![3u8; 300]);
+    }
+}

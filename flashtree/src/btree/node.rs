@@ -391,6 +391,19 @@ impl Node {
         PAGE_SIZE - self.space_used_bytes()
     }
 
+    /// Leaves: whether `insert(key, value)` with a value of `value_len`
+    /// bytes fits without a split. A replace reuses the old value's bytes,
+    /// so updating a row in a full leaf does not split it.
+    pub fn can_insert(&self, key: &[u8], value_len: usize) -> bool {
+        let (slot, exact) = self.lower_bound(key);
+        if exact {
+            let old = self.slot(slot);
+            old.value_len == value_len || self.free_space_bytes() + old.value_len >= value_len
+        } else {
+            self.has_space_for(key.len(), value_len)
+        }
+    }
+
     /// True if an entry with a full key of `key_len` bytes and a value of
     /// `value_len` bytes (8 for inner nodes) fits, possibly after compaction.
     pub fn has_space_for(&self, key_len: usize, value_len: usize) -> bool {
@@ -665,23 +678,40 @@ impl Node {
     }
 
     /// Split for ascending inserts: when the key being inserted sorts after
-    /// every key here, the left page keeps all entries but the last one, so
-    /// pages filled by appends end up nearly full instead of half full. The
-    /// right page (this one) keeps one entry and has room for the insert.
+    /// every key here, the left page keeps every entry (a leaf; an inner
+    /// node moves its last separator up), so pages filled by appends end up
+    /// full instead of half full, and this page is left empty (an inner
+    /// node: only its upper child) for the insert. Keeping one entry here
+    /// instead cost a table of 600-byte rows 15% of its fill. When the left
+    /// page would not hold everything with its new upper fence, one more
+    /// entry stays here; if that does not fit either, the balanced split.
     pub fn split_for_append(
         &mut self,
         new_left: &mut [u8; PAGE_SIZE],
         separator_out: &mut Vec<u8>,
     ) {
-        debug_assert!(self.count() >= 2, "split needs two entries");
-        self.split_at(self.count() - 2, new_left, separator_out);
+        let count = self.count();
+        debug_assert!(count >= 2, "split needs two entries");
+        for split_slot in [count - 1, count - 2] {
+            self.separator_into(split_slot, separator_out);
+            if self.split_fits(split_slot, separator_out) {
+                self.split_at_separator(split_slot, new_left, separator_out);
+                return;
+            }
+        }
+        self.split(new_left, separator_out);
     }
 
     /// Split for ascending inserts that end in front of other keys (e.g.
     /// parallel loaders, each appending to its own key range: the leaf at a
     /// loader's frontier also holds the first keys of the next range). A
-    /// leaf's left page keeps slots `[0, insert_slot)`, full, and this page
-    /// keeps the rest, where the insert goes. An inner node's `insert_slot`
+    /// leaf's left page keeps slots `[0, insert_slot)`, and this page keeps
+    /// the rest. The separator lies just below the first key that stays
+    /// here (and at or above `insert_key`), so the insert and the run after
+    /// it go to the left page until it is full; the next range's keys stay
+    /// here on their own instead of travelling in front of the run, which
+    /// would leave every page of the run as empty as they take. (Falls back
+    /// to the usual separator when that one does not fit.) An inner node's `insert_slot`
     /// is the loader's frontier child: the left page keeps the children
     /// before it (slot `insert_slot - 1` becomes the left's upper child and
     /// its key moves up), and this page keeps the frontier child and the
@@ -692,6 +722,7 @@ impl Node {
     pub fn split_for_sequential(
         &mut self,
         insert_slot: usize,
+        insert_key: &[u8],
         new_left: &mut [u8; PAGE_SIZE],
         separator_out: &mut Vec<u8>,
     ) -> bool {
@@ -714,8 +745,67 @@ impl Node {
         if split == 0 && self.prefix_len() == 0 && self.key_suffix(0).is_empty() {
             return false;
         }
-        self.split_at(split, new_left, separator_out);
+        if self.is_leaf()
+            && self.separator_below_into(insert_slot, insert_key, separator_out)
+            && self.split_fits(split, separator_out)
+        {
+            self.split_at_separator(split, new_left, separator_out);
+            return true;
+        }
+        self.separator_into(split, separator_out);
+        if !self.split_fits(split, separator_out) {
+            return false;
+        }
+        self.split_at_separator(split, new_left, separator_out);
         true
+    }
+
+    /// Leaves: a separator just below key `slot` (F) and at or above
+    /// `insert_key`, into `out`: F without its last byte if that is 0 (then
+    /// every key < F is <= it), else F with its last byte decremented (every
+    /// key < F is <= it but longer keys that start with it). False when
+    /// there is none above the lower fence (nothing written that counts).
+    fn separator_below_into(&self, slot: usize, insert_key: &[u8], out: &mut Vec<u8>) -> bool {
+        out.clear();
+        out.extend_from_slice(self.prefix());
+        out.extend_from_slice(self.key_suffix(slot));
+        if insert_key >= out.as_slice() {
+            return false;
+        }
+        let first_right_len = out.len();
+        match out.last_mut() {
+            Some(0) | None => out.truncate(first_right_len.saturating_sub(1)),
+            Some(last) => *last -= 1,
+        }
+        if out.as_slice() < insert_key {
+            out.clear();
+            out.extend_from_slice(insert_key);
+        }
+        !out.is_empty() && out.as_slice() > self.lower_fence()
+    }
+
+    /// Whether both pages of a split after `split_slot` (see
+    /// [`Node::split_at_separator`]) with `separator` fit in a page, with
+    /// their new fences and prefixes.
+    fn split_fits(&self, split_slot: usize, separator: &[u8]) -> bool {
+        let count = self.count();
+        let leaf = self.is_leaf();
+        let prefix_len = self.prefix_len();
+        let side_bytes = |lower: &[u8], upper: &[u8], slots: Range<usize>| {
+            let new_prefix = common_prefix_len(lower, upper);
+            let entries: usize = slots
+                .map(|index| {
+                    let s = self.slot(index);
+                    SLOT_BYTES + (prefix_len + s.key_len).saturating_sub(new_prefix) + s.value_len
+                })
+                .sum();
+            NODE_HEADER_END + lower.len() + upper.len() + entries
+        };
+        let left_end = if leaf { split_slot + 1 } else { split_slot };
+        split_slot < count
+            && separator.len() <= MAX_KEY_BYTES
+            && side_bytes(self.lower_fence(), separator, 0..left_end) <= PAGE_SIZE
+            && side_bytes(separator, self.upper_fence(), split_slot + 1..count) <= PAGE_SIZE
     }
 
     /// True if the full key of `slot` equals `key`.
@@ -733,17 +823,27 @@ impl Node {
         new_left: &mut [u8; PAGE_SIZE],
         separator_out: &mut Vec<u8>,
     ) {
+        self.separator_into(split_slot, separator_out);
+        self.split_at_separator(split_slot, new_left, separator_out);
+    }
+
+    /// Splits after `split_slot` (leaves) or moves it up (inner nodes) with
+    /// `separator`, which must lie in `[key(split_slot), key(split_slot + 1))`
+    /// (inner nodes: equal `key(split_slot)`), within the fences; the right
+    /// half may be empty (`split_for_append`).
+    fn split_at_separator(
+        &mut self,
+        split_slot: usize,
+        new_left: &mut [u8; PAGE_SIZE],
+        separator: &[u8],
+    ) {
         let count = self.count();
         debug_assert!(count >= 2, "split needs two entries");
         // Leaves keep the split slot on the left; inner nodes move it up.
-        debug_assert!(
-            split_slot + usize::from(self.is_leaf()) < count,
-            "split slot {split_slot} leaves no right half"
-        );
+        debug_assert!(split_slot < count, "split slot {split_slot} beyond {count}");
+        debug_assert!(self.split_fits(split_slot, separator), "split does not fit");
         let kind = self.page_kind();
         let leaf = self.is_leaf();
-        self.separator_into(split_slot, separator_out);
-        let separator = separator_out.as_slice();
         debug_assert!(!separator.is_empty(), "empty separator means +infinity");
 
         let (left_end, left_upper_child) = if leaf {
@@ -1666,7 +1766,7 @@ mod tests {
     }
 
     #[test]
-    fn append_split_leaves_the_left_page_nearly_full() {
+    fn append_split_leaves_the_left_page_full() {
         let mut page = [0u8; PAGE_SIZE];
         let node = init_leaf(&mut page, &[], &[]);
         let mut i = 0u64;
@@ -1679,8 +1779,8 @@ mod tests {
         let mut separator = Vec::new();
         node.split_for_append(&mut left_page, &mut separator);
         let left = Node::from_page(&left_page);
-        assert_eq!(left.count(), count - 1);
-        assert_eq!(node.count(), 1);
+        assert_eq!(left.count(), count, "every entry stays left");
+        assert_eq!(node.count(), 0);
         check_invariants(&left_page).unwrap();
         node.check_invariants().unwrap();
         assert!(
@@ -1691,6 +1791,51 @@ mod tests {
             left.upper_fence() == separator.as_slice()
                 && node.lower_fence() == separator.as_slice()
         );
+        assert_eq!(separator, (i - 1).to_be_bytes().to_vec(), "the last key");
+        assert_eq!(node.lower_bound(&i.to_be_bytes()), (0, false));
+        node.insert(&i.to_be_bytes(), &[7u8; 120]).unwrap();
+        node.check_invariants().unwrap();
+
+        // A left page that would not hold everything with its new upper
+        // fence (the old one is empty): one entry stays right.
+        let mut tight = [0u8; PAGE_SIZE];
+        let node = init_leaf(&mut tight, &[], &[]);
+        let mut k = 0u64;
+        while node.has_space_for(16, 100) {
+            let mut key = k.to_be_bytes().to_vec();
+            key.extend_from_slice(&[0xAB; 8]);
+            node.insert(&key, &[1u8; 100]).unwrap();
+            k += 1;
+        }
+        let filler = node.free_space_bytes() - SLOT_BYTES - 1;
+        node.insert(&[0xFF; 1], &vec![2u8; filler]).unwrap();
+        let count = node.count();
+        node.split_for_append(&mut left_page, &mut separator);
+        check_invariants(&left_page).unwrap();
+        node.check_invariants().unwrap();
+        assert_eq!(Node::from_page(&left_page).count() + node.count(), count);
+        assert!(node.count() >= 1, "the last entry moved right");
+
+        // Inner nodes: the last separator moves up, the right keeps only its
+        // upper child.
+        let mut inner_page = [0u8; PAGE_SIZE];
+        let inner = init_inner(&mut inner_page, &[], &[], 9_999);
+        let mut k = 0u64;
+        while inner.has_space_for(8, CHILD_BYTES) {
+            inner.insert_separator(&k.to_be_bytes(), k).unwrap();
+            k += 1;
+        }
+        let inner_count = inner.count();
+        inner.split_for_append(&mut left_page, &mut separator);
+        let left = Node::from_page(&left_page);
+        assert_eq!(left.count(), inner_count - 1);
+        assert_eq!(left.upper_child(), k - 1);
+        assert_eq!(inner.count(), 0);
+        assert_eq!(inner.upper_child(), 9_999);
+        assert_eq!(separator, (k - 1).to_be_bytes().to_vec());
+        check_invariants(&left_page).unwrap();
+        inner.check_invariants().unwrap();
+        assert_eq!(inner.child_for(&k.to_be_bytes()), 9_999);
     }
 
     #[test]
@@ -1713,14 +1858,65 @@ mod tests {
         assert!(!node.key_equals(insert_slot - 1, &i.to_be_bytes()));
         let mut left_page = [0u8; PAGE_SIZE];
         let mut separator = Vec::new();
-        assert!(node.split_for_sequential(insert_slot, &mut left_page, &mut separator));
-        let left = Node::from_page(&left_page);
-        assert_eq!(left.count(), count - 4, "the run stays on the left, full");
+        let insert_key = i.to_be_bytes();
+        assert!(node.split_for_sequential(
+            insert_slot,
+            &insert_key,
+            &mut left_page,
+            &mut separator
+        ));
+        let left = Node::from_page_mut(&mut left_page);
+        assert_eq!(left.count(), count - 4, "the run stays on the left");
         assert_eq!(node.count(), 4, "the next range's keys stay here");
-        check_invariants(&left_page).unwrap();
+        // The separator: just below 1000, so that the run goes on into the
+        // left page.
+        assert_eq!(separator, 999u64.to_be_bytes().to_vec());
+        assert!(left.upper_fence() == separator.as_slice());
+        assert!(node.lower_fence() == separator.as_slice());
+        check_invariants(left.as_page()).unwrap();
         node.check_invariants().unwrap();
-        assert!(node.has_space_for(8, 120), "the insert fits");
-        assert_eq!(node.lower_bound(&i.to_be_bytes()).0, 0, "and goes here");
+        assert!(left.has_space_for(8, 120), "the insert fits on the left");
+        assert_eq!(left.lower_bound(&insert_key), (count - 4, false));
+        left.insert(&insert_key, &[7u8; 120]).unwrap();
+        left.check_invariants().unwrap();
+        // The first key that stays ends in a 0 byte: it is dropped.
+        let mut again = [0u8; PAGE_SIZE];
+        let node2 = init_leaf(&mut again, &[], &[]);
+        for k in 1024u64..1028 {
+            node2.insert(&k.to_be_bytes(), &[9u8; 120]).unwrap();
+        }
+        for k in 0u64..i {
+            node2.insert(&k.to_be_bytes(), &[7u8; 120]).unwrap();
+        }
+        let slot = node2.lower_bound(&i.to_be_bytes()).0;
+        assert!(node2.split_for_sequential(slot, &i.to_be_bytes(), &mut left_page, &mut separator));
+        assert_eq!(
+            separator,
+            vec![0, 0, 0, 0, 0, 0, 4],
+            "1024 = 0x0400 without its 0"
+        );
+        check_invariants(&left_page).unwrap();
+        node2.check_invariants().unwrap();
+        // A replace of the first right key itself: the usual separator.
+        let mut third = [0u8; PAGE_SIZE];
+        let node3 = init_leaf(&mut third, &[], &[]);
+        for k in 1000u64..1004 {
+            node3.insert(&k.to_be_bytes(), &[9u8; 120]).unwrap();
+        }
+        for k in 0u64..(i - 1) {
+            node3.insert(&k.to_be_bytes(), &[7u8; 120]).unwrap();
+        }
+        let slot = node3.lower_bound(&1000u64.to_be_bytes()).0;
+        assert!(node3.split_for_sequential(
+            slot,
+            &1000u64.to_be_bytes(),
+            &mut left_page,
+            &mut separator
+        ));
+        assert!(separator.as_slice() < &1000u64.to_be_bytes()[..]);
+        assert!(separator.as_slice() >= &(i - 2).to_be_bytes()[..]);
+        check_invariants(&left_page).unwrap();
+        node3.check_invariants().unwrap();
         // Not applicable: the insert at either end, or most bytes staying here.
         let mut other = [0u8; PAGE_SIZE];
         let full = init_leaf(&mut other, &[], &[]);
@@ -1729,9 +1925,9 @@ mod tests {
         }
         let before = other;
         let full = Node::from_page_mut(&mut other);
-        assert!(!full.split_for_sequential(0, &mut left_page, &mut separator));
-        assert!(!full.split_for_sequential(20, &mut left_page, &mut separator));
-        assert!(!full.split_for_sequential(5, &mut left_page, &mut separator));
+        assert!(!full.split_for_sequential(0, &[], &mut left_page, &mut separator));
+        assert!(!full.split_for_sequential(20, &[], &mut left_page, &mut separator));
+        assert!(!full.split_for_sequential(5, &[], &mut left_page, &mut separator));
         assert!(other == before, "a refused split changes nothing");
     }
 
@@ -1755,7 +1951,12 @@ mod tests {
         let frontier_child = node.child_at(frontier);
         let mut left_page = [0u8; PAGE_SIZE];
         let mut separator = Vec::new();
-        assert!(node.split_for_sequential(frontier, &mut left_page, &mut separator));
+        assert!(node.split_for_sequential(
+            frontier,
+            &i.to_be_bytes(),
+            &mut left_page,
+            &mut separator
+        ));
         let left = Node::from_page(&left_page);
         assert_eq!(
             left.count(),
@@ -1781,7 +1982,7 @@ mod tests {
         }
         let before = other;
         let small = Node::from_page_mut(&mut other);
-        assert!(!small.split_for_sequential(1, &mut left_page, &mut separator));
+        assert!(!small.split_for_sequential(1, &[], &mut left_page, &mut separator));
         assert!(other == before, "a refused split changes nothing");
     }
 }

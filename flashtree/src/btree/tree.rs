@@ -179,7 +179,7 @@ pub fn insert(
 ) -> OpResult<()> {
     debug_assert!(node::entry_within_limits(key.len(), value.len()));
     let (_, leaf) = descend(bm, root, key)?;
-    let has_space = Node::from_page(leaf.page()).has_space_for(key.len(), value.len());
+    let has_space = Node::from_page(leaf.page()).can_insert(key, value.len());
     leaf.check()?;
     if !has_space {
         let pid = leaf.pid();
@@ -321,7 +321,8 @@ fn split(
         });
     if insert_slot == n.count() && n.count() >= 3 {
         n.split_for_append(left.page_mut(), &mut separator);
-    } else if !(sequential && n.split_for_sequential(insert_slot, left.page_mut(), &mut separator))
+    } else if !(sequential
+        && n.split_for_sequential(insert_slot, key, left.page_mut(), &mut separator))
     {
         n.split(left.page_mut(), &mut separator);
     }
