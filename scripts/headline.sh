@@ -44,11 +44,11 @@ if [[ $what == compare || $what == all ]]; then
   # report.md says where the time goes; without perf the section says why.
   echo "## issue 4: random lookups 10x out of memory on core 0"
   $FT bench compare --workload lookup --engines flashtree,rocksdb,wiredtiger,lmdb \
-      --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 16,64,256,1024 --tasks 512 \
+      --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 16,64,256,1024 --tasks 256,512 \
       --dir "$DIR/compare" --profile
   echo "## issue 4: TPC-C 10x out of memory on core 0"
   $FT bench compare --workload tpcc --engines flashtree,rocksdb,wiredtiger,lmdb \
-      --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 4,16,64,256 --tasks 512 \
+      --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 4,16,64,256 --tasks 256,512 \
       --dir "$DIR/compare" --profile
 fi
 echo "# log: $log"

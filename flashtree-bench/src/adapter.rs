@@ -44,8 +44,10 @@ const IO_DEPTH_MIN: u32 = 512;
 pub struct FlashtreeSettings {
     /// Worker threads; None: one per pinned core (or per available core).
     pub workers: Option<usize>,
-    /// Async tasks per worker.
+    /// Async tasks per worker (of loads, checks, and runs outside a sweep).
     pub tasks_per_worker: usize,
+    /// Tasks per worker to sweep in Run phases (empty: `tasks_per_worker`).
+    pub tasks_sweep: Vec<usize>,
     /// I/O backend of every worker's channel.
     pub backend: BackendKind,
 }
@@ -55,6 +57,7 @@ impl Default for FlashtreeSettings {
         FlashtreeSettings {
             workers: None,
             tasks_per_worker: TASKS_PER_WORKER_DEFAULT,
+            tasks_sweep: Vec::new(),
             backend: BackendKind::IoUring,
         }
     }
@@ -66,6 +69,7 @@ pub struct FlashtreeEngine {
     trees: Arc<Vec<Tree>>,
     workers: usize,
     tasks_per_worker: usize,
+    tasks_sweep: Vec<usize>,
     settings: String,
 }
 
@@ -76,12 +80,21 @@ impl FlashtreeEngine {
             .workers
             .unwrap_or_else(|| default_workers(&config.cores));
         let tasks_per_worker = settings.tasks_per_worker;
-        if !(1..=TASKS_PER_WORKER_MAX).contains(&tasks_per_worker) {
-            return Err(format!(
-                "flashtree: tasks per worker {tasks_per_worker} outside 1..={TASKS_PER_WORKER_MAX}"
-            ));
+        for tasks in settings.tasks_sweep.iter().chain([&tasks_per_worker]) {
+            if !(1..=TASKS_PER_WORKER_MAX).contains(tasks) {
+                return Err(format!(
+                    "flashtree: tasks per worker {tasks} outside 1..={TASKS_PER_WORKER_MAX}"
+                ));
+            }
         }
-        let io_depth = IO_DEPTH_MIN.max(tasks_per_worker as u32);
+        let tasks_max = settings
+            .tasks_sweep
+            .iter()
+            .copied()
+            .chain([tasks_per_worker])
+            .max()
+            .unwrap_or(tasks_per_worker);
+        let io_depth = IO_DEPTH_MIN.max(tasks_max as u32);
         let options = Options {
             pool_bytes: config.memory_bytes,
             workers,
@@ -100,8 +113,17 @@ impl FlashtreeEngine {
             .map_err(|e| format!("flashtree: creating tables: {e}"))?;
         assert_eq!(trees.len(), config.table_count as usize);
         let pool_bytes = db.stats().pool_bytes;
+        let tasks_text = if settings.tasks_sweep.len() > 1 {
+            let list: Vec<String> = settings.tasks_sweep.iter().map(|t| t.to_string()).collect();
+            format!(
+                "{{{}}} tasks (swept; load with {tasks_per_worker})",
+                list.join(", ")
+            )
+        } else {
+            format!("{tasks_per_worker} tasks")
+        };
         let mut line = format!(
-            "{workers} worker(s) × {tasks_per_worker} tasks; pool {} MiB ({} pages of {PAGE_SIZE} B); \
+            "{workers} worker(s) × {tasks_text}; pool {} MiB ({} pages of {PAGE_SIZE} B); \
              direct I/O; backend {} (depth {io_depth}/worker); WAL: none (flashtree has no WAL yet; \
              dirty pages are written at eviction and close)",
             pool_bytes >> 20,
@@ -117,6 +139,7 @@ impl FlashtreeEngine {
             trees: Arc::new(trees),
             workers,
             tasks_per_worker,
+            tasks_sweep: settings.tasks_sweep.clone(),
             settings: line,
         })
     }
@@ -128,13 +151,12 @@ impl FlashtreeEngine {
 
     /// Runs `make(handle, task_index, task_count)` on every task and returns
     /// what each returned (any order). Blocks until all tasks finish.
-    fn run_tasks<T, F, Fut>(&self, make: F) -> Result<Vec<T>, String>
+    fn run_tasks<T, F, Fut>(&self, tasks_per_worker: usize, make: F) -> Result<Vec<T>, String>
     where
         T: Send + 'static,
         F: Fn(FlashtreeKv, usize, usize) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = T> + 'static,
     {
-        let tasks_per_worker = self.tasks_per_worker;
         let task_count = self.workers * tasks_per_worker;
         let results = Arc::new(Mutex::new(Vec::with_capacity(task_count)));
         let (trees, results_shared) = (self.trees.clone(), results.clone());
@@ -212,17 +234,31 @@ impl Engine for FlashtreeEngine {
         }
     }
 
-    fn run_job(&self, job: &Job<'_>, _threads: usize) -> Result<Vec<TaskStats>, String> {
+    fn tasks_sweep(&self) -> Vec<usize> {
+        self.tasks_sweep.clone()
+    }
+
+    fn run_job(&self, job: &Job<'_>, tasks: usize) -> Result<Vec<TaskStats>, String> {
+        // A sweep value in Run phases; anything else (Load, Check) runs the
+        // default count.
+        let tasks_per_worker = if self.tasks_sweep.contains(&tasks) {
+            tasks
+        } else {
+            self.tasks_per_worker
+        };
         let job_ptr = JobPtr(std::ptr::from_ref(job).cast::<Job<'static>>());
-        let outcomes = self.run_tasks(move |kv, task_index, task_count| async move {
-            // SAFETY: `run_tasks` returns only after every task has finished
-            // (`Db::run` waits for all of them, and nothing can shut the store
-            // down meanwhile: `close` takes the engine by value), and `job`
-            // is borrowed for the whole of this call, so it outlives every
-            // use. A task that panics is caught before it could outlive it.
-            let job = unsafe { job_ptr.get() };
-            job.run_task(&kv, task_index, task_count).await
-        })?;
+        let outcomes = self.run_tasks(
+            tasks_per_worker,
+            move |kv, task_index, task_count| async move {
+                // SAFETY: `run_tasks` returns only after every task has finished
+                // (`Db::run` waits for all of them, and nothing can shut the store
+                // down meanwhile: `close` takes the engine by value), and `job`
+                // is borrowed for the whole of this call, so it outlives every
+                // use. A task that panics is caught before it could outlive it.
+                let job = unsafe { job_ptr.get() };
+                job.run_task(&kv, task_index, task_count).await
+            },
+        )?;
         outcomes
             .into_iter()
             .map(|stats| stats.map_err(|e| e.to_string()))
@@ -389,12 +425,54 @@ mod tests {
         FlashtreeEngine::open(&config, &settings).expect("open flashtree")
     }
 
+    /// `--tasks 2,6`: the driver runs one Run phase per value with that
+    /// many tasks per worker (each task runs ops, so the distinct task
+    /// indexes tell), and loads with the largest.
+    #[test]
+    fn tasks_sweep_runs_each_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = EngineConfig {
+            dir: dir.path().to_path_buf(),
+            memory_bytes: TINY_POOL_PAGES * PAGE_SIZE as u64,
+            table_count: 1,
+            threads_max: 1,
+            cores: Vec::new(),
+        };
+        let settings = FlashtreeSettings {
+            workers: Some(1),
+            tasks_per_worker: 6,
+            tasks_sweep: vec![2, 6],
+            ..FlashtreeSettings::default()
+        };
+        let engine = FlashtreeEngine::open(&config, &settings).unwrap();
+        let workload = Workload::Lookup(Lookup::new(500, None).unwrap());
+        let spec = |phase| PhaseSpec {
+            phase,
+            threads: 1,
+            duration: Duration::from_millis(200),
+            rate_ops_per_sec: None,
+            seed: 3,
+            dir: dir.path(),
+            progress: false,
+            profile_dir: None,
+        };
+        let load = run_phase(&engine, &workload, &spec(Phase::Load)).unwrap();
+        assert_eq!(load.tasks_per_worker, None);
+        let sweep =
+            flashtree_peers::driver::sweep_threads(&engine, &workload, &spec(Phase::Run), &[1])
+                .unwrap();
+        let tasks: Vec<Option<usize>> = sweep.iter().map(|r| r.tasks_per_worker).collect();
+        assert_eq!(tasks, vec![Some(2), Some(6)]);
+        assert!(sweep.iter().all(|r| r.stats.ops_count > 0));
+        Box::new(engine).close().unwrap();
+    }
+
     #[test]
     fn model_check_with_tiny_pool() {
         let dir = tempfile::tempdir().unwrap();
         let engine = open(dir.path(), TINY_POOL_PAGES, 2, 1);
         let outcomes = engine
-            .run_tasks(|kv, task_index, _| async move {
+            .run_tasks(engine.tasks_per_worker, |kv, task_index, _| async move {
                 if task_index != 0 {
                     return Ok(());
                 }
@@ -416,7 +494,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let engine = open(dir.path(), TINY_POOL_PAGES, 1, 1);
         let outcomes = engine
-            .run_tasks(|kv, _, _| async move {
+            .run_tasks(engine.tasks_per_worker, |kv, _, _| async move {
                 let mut out = Vec::new();
                 let no_table = kv.get(1, b"k", &mut out).await;
                 let long_key = kv.put(0, &[1; MAX_KEY_BYTES + 1], b"v").await;
@@ -434,7 +512,7 @@ mod tests {
     fn panicking_task_is_reported() {
         let dir = tempfile::tempdir().unwrap();
         let engine = open(dir.path(), TINY_POOL_PAGES, 1, 1);
-        let result = engine.run_tasks(|_, task_index, _| async move {
+        let result = engine.run_tasks(engine.tasks_per_worker, |_, task_index, _| async move {
             assert!(task_index != 3, "task three fails");
         });
         let message = result.unwrap_err();

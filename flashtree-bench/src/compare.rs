@@ -44,9 +44,11 @@ const WORKERS_MAX: usize = 1024;
 pub struct CompareArgs {
     #[command(flatten)]
     pub peers: flashtree_peers::compare::CompareArgs,
-    /// flashtree async tasks per worker.
-    #[arg(long, default_value_t = crate::adapter::TASKS_PER_WORKER_DEFAULT)]
-    pub tasks: usize,
+    /// flashtree async tasks per worker; a list (e.g. 256,512) is swept
+    /// like the peers' thread counts and the best is reported. The load
+    /// runs with the largest.
+    #[arg(long, default_value_t = crate::adapter::TASKS_PER_WORKER_DEFAULT.to_string())]
+    pub tasks: String,
     /// flashtree worker threads (default: one per --cores core).
     #[arg(long)]
     pub workers: Option<usize>,
@@ -95,9 +97,18 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
         return Err(format!("--rate {rate} must be a positive number"));
     }
     let workload = build_workload(peers, memory_bytes)?;
-    if !(1..=TASKS_PER_WORKER_MAX).contains(&args.tasks) {
+    let tasks_sweep: Vec<usize> = args
+        .tasks
+        .split(',')
+        .map(|t| t.trim().parse::<usize>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("bad --tasks {:?}: use e.g. 512 or 256,512", args.tasks))?;
+    if tasks_sweep
+        .iter()
+        .any(|t| !(1..=TASKS_PER_WORKER_MAX).contains(t))
+    {
         return Err(format!(
-            "--tasks {} outside 1..={TASKS_PER_WORKER_MAX}",
+            "--tasks values must be in 1..={TASKS_PER_WORKER_MAX}, got {:?}",
             args.tasks
         ));
     }
@@ -110,7 +121,8 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
         .map_err(|e| format!("--backend: {e}"))?;
     let settings = FlashtreeSettings {
         workers: args.workers,
-        tasks_per_worker: args.tasks,
+        tasks_per_worker: tasks_sweep.iter().copied().max().unwrap_or(1),
+        tasks_sweep,
         backend,
     };
     Ok((settings, workload.dataset_bytes(), cores))

@@ -431,7 +431,11 @@ fn engine_run(
         Concurrency::Tasks {
             workers,
             tasks_per_worker,
-        } => (Some(workers), Some(tasks_per_worker), None),
+        } => (
+            Some(workers),
+            Some(best.tasks_per_worker.unwrap_or(tasks_per_worker)),
+            None,
+        ),
     };
     let counters = engine.counters();
     let per_op_us = |seconds: f64| {
@@ -477,7 +481,10 @@ fn engine_run(
                 )
             })
             .collect(),
-        sweep: sweep.iter().map(|r| (r.threads, r.ops_per_sec())).collect(),
+        sweep: sweep
+            .iter()
+            .map(|r| (r.tasks_per_worker.unwrap_or(r.threads), r.ops_per_sec()))
+            .collect(),
         ops_per_second: best.stats.ops_per_second.clone(),
         latency_cdf: latency_cdf(histogram),
         consistency,

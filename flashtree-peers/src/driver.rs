@@ -36,6 +36,9 @@ pub struct PhaseResult {
     pub device_writes: Option<u64>,
     /// OS threads (thread engines) used.
     pub threads: usize,
+    /// Task-based engines: tasks per worker of a Run phase (None: the
+    /// engine's default, or a thread engine).
+    pub tasks_per_worker: Option<usize>,
     /// perf profile of the phase (None: not asked for, or not a Run phase;
     /// Err: why perf could not sample it).
     pub profile: Option<Result<Profile, String>>,
@@ -55,7 +58,8 @@ impl PhaseResult {
 pub struct PhaseSpec<'a> {
     /// Load, Run or Check.
     pub phase: Phase,
-    /// Threads for thread-per-request engines.
+    /// Threads for thread-per-request engines; for task-based engines in a
+    /// Run phase, tasks per worker (Load and Check use the engine's own).
     pub threads: usize,
     /// Run length (ignored by Load and Check, which run to completion).
     pub duration: Duration,
@@ -82,14 +86,22 @@ pub fn run_phase(
         Phase::Run => spec.duration,
         Phase::Load | Phase::Check => Duration::from_secs(365 * 24 * 3600),
     };
-    let threads = match engine.concurrency() {
-        Concurrency::Threads => spec.threads,
-        Concurrency::Tasks { workers, .. } => workers,
+    // `run_arg`: what `run_job` gets (0 = a task engine's own count).
+    let (threads, tasks_per_worker, run_arg) = match engine.concurrency() {
+        Concurrency::Threads => (spec.threads, None, spec.threads),
+        Concurrency::Tasks { workers, .. } => {
+            let tasks = (spec.phase == Phase::Run).then_some(spec.threads);
+            (workers, tasks, tasks.unwrap_or(0))
+        }
     };
     // Started before the run's clock, so that perf's start-up is not timed.
     let recording = match (&spec.profile_dir, spec.phase) {
         (Some(dir), Phase::Run) => {
-            let path = dir.join(format!("{}-{threads}.perf.data", engine.name()));
+            let name = match tasks_per_worker {
+                Some(tasks) => format!("{}-{threads}x{tasks}.perf.data", engine.name()),
+                None => format!("{}-{threads}.perf.data", engine.name()),
+            };
+            let path = dir.join(name);
             let started = PerfRecording::start(&path);
             Some((path, started))
         }
@@ -109,7 +121,7 @@ pub fn run_phase(
         if spec.progress {
             scope.spawn(|| show_progress(engine.name(), workload, spec, &control, &finished));
         }
-        let result = engine.run_job(&job, spec.threads);
+        let result = engine.run_job(&job, run_arg);
         finished.store(true, Ordering::Relaxed);
         result
     });
@@ -141,6 +153,7 @@ pub fn run_phase(
         device_reads,
         device_writes,
         threads,
+        tasks_per_worker,
         profile,
         perf_data_path,
     })
@@ -179,7 +192,8 @@ fn show_progress(
 }
 
 /// Runs the Run phase once per thread count and returns every result, in
-/// order; task-based engines run once. The caller picks the best.
+/// order; task-based engines run once per entry of their own
+/// [`Engine::tasks_sweep`]. The caller picks the best.
 pub fn sweep_threads(
     engine: &dyn Engine,
     workload: &Workload,
@@ -188,7 +202,16 @@ pub fn sweep_threads(
 ) -> Result<Vec<PhaseResult>, String> {
     let counts: Vec<usize> = match engine.concurrency() {
         Concurrency::Threads => thread_counts.to_vec(),
-        Concurrency::Tasks { .. } => vec![thread_counts.first().copied().unwrap_or(1)],
+        Concurrency::Tasks {
+            tasks_per_worker, ..
+        } => {
+            let own = engine.tasks_sweep();
+            if own.is_empty() {
+                vec![tasks_per_worker]
+            } else {
+                own
+            }
+        }
     };
     let mut results = Vec::with_capacity(counts.len());
     for (round, threads) in counts.into_iter().enumerate() {

@@ -63,8 +63,16 @@ pub trait Engine: Send + Sync {
     /// Runs `job.run_task(&kv, task_index, task_count)` on concurrent tasks,
     /// each with its own handle, and returns all their stats (any order).
     /// `threads` is the requested count for [`Concurrency::Threads`] engines;
-    /// task-based engines use their own `workers × tasks_per_worker`.
+    /// task-based engines run `workers × threads` tasks, where `threads` is
+    /// tasks per worker (a value from [`Engine::tasks_sweep`] in Run
+    /// phases; 0 in Load and Check phases: the engine's own count).
     fn run_job(&self, job: &Job<'_>, threads: usize) -> Result<Vec<TaskStats>, String>;
+    /// Task-based engines: the tasks-per-worker values the driver's sweep
+    /// runs, as thread engines get a thread sweep (empty: only the
+    /// engine's own `tasks_per_worker`).
+    fn tasks_sweep(&self) -> Vec<usize> {
+        Vec::new()
+    }
     /// Optional counters (hit ratio, page I/O).
     fn counters(&self) -> EngineCounters {
         EngineCounters::default()

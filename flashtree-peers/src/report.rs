@@ -95,7 +95,10 @@ pub fn write_report(
         let sweep: Vec<String> = run
             .sweep
             .iter()
-            .map(|(t, ops)| format!("{t} threads: {ops:.0} ops/s"))
+            .map(|(t, ops)| match run.summary.tasks {
+                Some(_) => format!("{t} tasks/worker: {ops:.0} ops/s"),
+                None => format!("{t} threads: {ops:.0} ops/s"),
+            })
             .collect();
         let _ = writeln!(
             text,
