@@ -41,6 +41,12 @@ pub struct CompareArgs {
     /// Seconds per timed run (each thread count of the sweep runs this long).
     #[arg(long, default_value_t = 10.0)]
     pub seconds: f64,
+    /// Seconds of unmeasured warm-up run per engine after its load and
+    /// before its sweep (first thread count or tasks value), so that every
+    /// engine is measured in steady state (TPC-C clause 5.5 asks for a
+    /// ramp-up too). 0: none.
+    #[arg(long, default_value_t = 2.0)]
+    pub warmup: f64,
     /// Thread counts to sweep for thread-per-request engines; the best is reported.
     #[arg(long, default_value = "1,8,64,256")]
     pub threads: String,
@@ -156,6 +162,9 @@ pub fn run_compare(args: &CompareArgs, hooks: &Hooks) -> Result<(), String> {
     let cores = parse_cores(&args.cores)?;
     let thread_counts = parse_thread_counts(&args.threads)?;
     let engines = parse_engines(&args.engines, hooks)?;
+    if !(args.warmup >= 0.0 && args.warmup < 86_400.0) {
+        return Err(format!("--warmup {} out of range [0, 86400)", args.warmup));
+    }
     if !(args.seconds > 0.0 && args.seconds < 86_400.0) {
         return Err(format!(
             "--seconds {} out of range (0, 86400)",
@@ -378,6 +387,26 @@ fn measure_engine(
         Some(_) => vec![*thread_counts.iter().max().unwrap_or(&1)],
         None => thread_counts.to_vec(),
     };
+    if args.warmup > 0.0 {
+        let warmup_spec = PhaseSpec {
+            phase: Phase::Run,
+            threads: match engine.concurrency() {
+                Concurrency::Threads => sweep_counts[0],
+                Concurrency::Tasks {
+                    tasks_per_worker, ..
+                } => engine
+                    .tasks_sweep()
+                    .first()
+                    .copied()
+                    .unwrap_or(tasks_per_worker),
+            },
+            duration: Duration::from_secs_f64(args.warmup),
+            seed: spec.seed ^ 0x5741_524d,
+            profile_dir: None,
+            ..spec.clone()
+        };
+        run_phase(engine, workload, &warmup_spec)?;
+    }
     let sweep = sweep_threads(engine, workload, &run_spec, &sweep_counts)?;
     let best_at = best_index(&sweep).ok_or("no run")?;
     // Only the reported run's perf.data is kept.

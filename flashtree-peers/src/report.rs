@@ -43,7 +43,7 @@ pub fn write_report(
     );
     let _ = writeln!(
         text,
-        "memory budget {} ({} B), data factor {}, dataset {} B, {} records, cores {:?}, {} s per run, {}.\n",
+        "memory budget {} ({} B), data factor {}, dataset {} B, {} records, cores {:?}, {} s per run after a {} s warm-up run per engine (not measured), {}.\n",
         args.memory,
         first.map_or(0, |s| s.pool_bytes),
         args.data_factor,
@@ -51,6 +51,7 @@ pub fn write_report(
         first.map_or(0, |s| s.records),
         runs.first().map(|r| r.cores.clone()).unwrap_or_default(),
         args.seconds,
+        args.warmup,
         match args.rate {
             Some(rate) => format!("open loop at {rate} ops/s"),
             None => "closed loop".to_string(),
