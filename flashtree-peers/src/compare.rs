@@ -43,8 +43,8 @@ pub struct CompareArgs {
     pub seconds: f64,
     /// Seconds of unmeasured warm-up run per engine after its load and
     /// before its sweep (first thread count or tasks value), so that every
-    /// engine is measured in steady state (TPC-C clause 5.5 asks for a
-    /// ramp-up too). 0: none.
+    /// engine is measured in steady state (as TPC-C measures after a
+    /// ramp-up). 0: none.
     #[arg(long, default_value_t = 2.0)]
     pub warmup: f64,
     /// Thread counts to sweep for thread-per-request engines; the best is reported.
