@@ -63,21 +63,31 @@ fn write_pages(channel: &mut IoChannel, pages: u64, seed: u8) {
     }
 }
 
+/// Pushes a read of page `page` into `buf`, tagged with the page number.
+///
+/// # Safety
+/// `buf` must stay allocated and untouched until the read's completion is
+/// reaped.
+unsafe fn push_read(channel: &mut IoChannel, page: u64, buf: &mut AlignedBuf) {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        channel.push(IoRequest::read(
+            page * PAGE as u64,
+            buf.as_mut_ptr(),
+            PAGE as u32,
+            page,
+        ))
+    }
+    .expect("push read");
+}
+
 /// Reads back all pages and checks them against the pattern.
 fn check_pages(channel: &mut IoChannel, pages: u64, seed: u8) {
     let mut bufs: Vec<AlignedBuf> = (0..pages).map(|_| AlignedBuf::new(PAGE)).collect();
     let mut done: Vec<IoCompletion> = Vec::new();
     for (page, buf) in bufs.iter_mut().enumerate() {
         // SAFETY: bufs lives until all completions are reaped below.
-        unsafe {
-            channel.push(IoRequest::read(
-                page as u64 * PAGE as u64,
-                buf.as_mut_ptr(),
-                PAGE as u32,
-                page as u64,
-            ))
-        }
-        .expect("push read");
+        unsafe { push_read(channel, page as u64, buf) };
     }
     while done.len() < pages as usize {
         channel.wait(1, &mut done).expect("wait");
@@ -419,15 +429,7 @@ fn push_defers_submission_while_the_device_is_busy() {
         let mut bufs: Vec<AlignedBuf> = (0..8).map(|_| AlignedBuf::new(PAGE)).collect();
         for (page, buf) in bufs.iter_mut().enumerate() {
             // SAFETY: bufs outlives every completion, all reaped below.
-            unsafe {
-                channel.push(IoRequest::read(
-                    page as u64 * PAGE as u64,
-                    buf.as_mut_ptr(),
-                    PAGE as u32,
-                    page as u64,
-                ))
-            }
-            .expect("push read");
+            unsafe { push_read(&mut channel, page as u64, buf) };
             // Nothing is reaped, so submitted requests stay unfinished.
             let expected_queued = (page + 1).saturating_sub(3);
             assert_eq!(
