@@ -289,9 +289,9 @@ async fn payment<K: Kv>(
         tail: Vec::new(),
     };
     text(rng, 12, 24, &mut history.tail);
-    let mut history_key = key(&[w, d, task.history_source]);
-    history_key.extend_from_slice(&task.history_sequence.to_be_bytes());
-    task.history_sequence += 1;
+    let mut history_key = key(&[u32::MAX]);
+    let sequence = tpcc.next_history_sequence();
+    history_key.extend_from_slice(&sequence.to_be_bytes());
     put_row(kv, table::HISTORY, &history_key, &history, buffer).await
 }
 
