@@ -11,7 +11,7 @@ use serde::Serialize;
 
 use crate::adapters::open_peer;
 use crate::cgroup::MemoryCgroup;
-use crate::driver::{best_index, run_phase, sweep_threads, PhaseResult, PhaseSpec};
+use crate::driver::{best_index, run_phase, sweep_counts, sweep_threads, PhaseResult, PhaseSpec};
 use crate::engine::{Concurrency, Engine, EngineConfig, EngineFactory};
 use crate::job::Phase;
 use crate::sys::{parse_bytes, parse_cores, pin_process_to, Profile};
@@ -383,23 +383,14 @@ fn measure_engine(
         ..spec.clone()
     };
     // Open loop needs enough concurrency to absorb queueing: use the largest count.
-    let sweep_counts = match args.rate {
+    let thread_sweep = match args.rate {
         Some(_) => vec![*thread_counts.iter().max().unwrap_or(&1)],
         None => thread_counts.to_vec(),
     };
     if args.warmup > 0.0 {
         let warmup_spec = PhaseSpec {
             phase: Phase::Run,
-            threads: match engine.concurrency() {
-                Concurrency::Threads => sweep_counts[0],
-                Concurrency::Tasks {
-                    tasks_per_worker, ..
-                } => engine
-                    .tasks_sweep()
-                    .first()
-                    .copied()
-                    .unwrap_or(tasks_per_worker),
-            },
+            threads: sweep_counts(engine, &thread_sweep)[0],
             duration: Duration::from_secs_f64(args.warmup),
             seed: spec.seed ^ 0x5741_524d,
             profile_dir: None,
@@ -407,7 +398,7 @@ fn measure_engine(
         };
         run_phase(engine, workload, &warmup_spec)?;
     }
-    let sweep = sweep_threads(engine, workload, &run_spec, &sweep_counts)?;
+    let sweep = sweep_threads(engine, workload, &run_spec, &thread_sweep)?;
     let best_at = best_index(&sweep).ok_or("no run")?;
     // Only the reported run's perf.data is kept.
     for (at, result) in sweep.iter().enumerate() {

@@ -191,16 +191,11 @@ fn show_progress(
     bar.finish_and_clear();
 }
 
-/// Runs the Run phase once per thread count and returns every result, in
-/// order; task-based engines run once per entry of their own
-/// [`Engine::tasks_sweep`]. The caller picks the best.
-pub fn sweep_threads(
-    engine: &dyn Engine,
-    workload: &Workload,
-    spec: &PhaseSpec<'_>,
-    thread_counts: &[usize],
-) -> Result<Vec<PhaseResult>, String> {
-    let counts: Vec<usize> = match engine.concurrency() {
+/// The counts a sweep runs `engine` with (`PhaseSpec::threads` of each Run
+/// phase): `thread_counts` for thread engines; a task-based engine's own
+/// [`Engine::tasks_sweep`], or its `tasks_per_worker` alone.
+pub fn sweep_counts(engine: &dyn Engine, thread_counts: &[usize]) -> Vec<usize> {
+    match engine.concurrency() {
         Concurrency::Threads => thread_counts.to_vec(),
         Concurrency::Tasks {
             tasks_per_worker, ..
@@ -212,7 +207,18 @@ pub fn sweep_threads(
                 own
             }
         }
-    };
+    }
+}
+
+/// Runs the Run phase once per entry of [`sweep_counts`] and returns every
+/// result, in order. The caller picks the best.
+pub fn sweep_threads(
+    engine: &dyn Engine,
+    workload: &Workload,
+    spec: &PhaseSpec<'_>,
+    thread_counts: &[usize],
+) -> Result<Vec<PhaseResult>, String> {
+    let counts = sweep_counts(engine, thread_counts);
     let mut results = Vec::with_capacity(counts.len());
     for (round, threads) in counts.into_iter().enumerate() {
         let round_spec = PhaseSpec {

@@ -391,16 +391,17 @@ impl Node {
         PAGE_SIZE - self.space_used_bytes()
     }
 
-    /// Leaves: whether `insert(key, value)` with a value of `value_len`
-    /// bytes fits without a split. A replace reuses the old value's bytes,
-    /// so updating a row in a full leaf does not split it.
-    pub fn can_insert(&self, key: &[u8], value_len: usize) -> bool {
-        let (slot, exact) = self.lower_bound(key);
-        if exact {
-            let old = self.slot(slot);
-            old.value_len == value_len || self.free_space_bytes() + old.value_len >= value_len
-        } else {
-            self.has_space_for(key.len(), value_len)
+    /// Leaves: whether an insert of a `key_len`-byte key with a
+    /// `value_len`-byte value fits without a split, where `found` is
+    /// `lower_bound(key)`. A replace reuses the old value's bytes, so
+    /// updating a row in a full leaf does not split it.
+    pub fn fits(&self, found: (usize, bool), key_len: usize, value_len: usize) -> bool {
+        match found {
+            (slot, true) => {
+                let old = self.slot(slot);
+                old.value_len == value_len || self.free_space_bytes() + old.value_len >= value_len
+            }
+            (_, false) => self.has_space_for(key_len, value_len),
         }
     }
 
@@ -574,9 +575,25 @@ impl Node {
     /// Compacts the page if the free space is fragmented. On `NodeFull` the
     /// node is unchanged.
     pub fn insert(&mut self, key: &[u8], value: &[u8]) -> Result<(), NodeFull> {
+        let found = self.lower_bound(key);
+        self.insert_found(found, key, value)
+    }
+
+    /// [`Node::insert`] with `found = lower_bound(key)` already taken on
+    /// these bytes (e.g. by an optimistic reader whose version held).
+    pub fn insert_found(
+        &mut self,
+        found: (usize, bool),
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<(), NodeFull> {
         debug_assert!(self.is_leaf());
         debug_assert!(self.key_within_fences(key), "key outside fences");
-        let (slot, exact) = self.lower_bound(key);
+        debug_assert_eq!(found, self.lower_bound(key));
+        if !self.fits(found, key.len(), value.len()) {
+            return Err(NodeFull);
+        }
+        let (slot, exact) = found;
         if exact {
             let old = self.slot(slot);
             if old.value_len == value.len() {
@@ -585,12 +602,7 @@ impl Node {
                 return Ok(());
             }
             // Removing frees the old value; the slot and key are re-added.
-            if self.free_space_bytes() + old.value_len < value.len() {
-                return Err(NodeFull);
-            }
             self.remove_slot(slot);
-        } else if !self.has_space_for(key.len(), value.len()) {
-            return Err(NodeFull);
         }
         let prefix_len = self.prefix_len();
         self.insert_entry_at(slot, &[], &key[prefix_len..], value);

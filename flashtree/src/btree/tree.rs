@@ -179,16 +179,19 @@ pub fn insert(
 ) -> OpResult<()> {
     debug_assert!(node::entry_within_limits(key.len(), value.len()));
     let (_, leaf) = descend(bm, root, key)?;
-    let has_space = Node::from_page(leaf.page()).can_insert(key, value.len());
+    let n = Node::from_page(leaf.page());
+    let found = n.lower_bound(key);
+    let fits = n.fits(found, key.len(), value.len());
     leaf.check()?;
-    if !has_space {
+    if !fits {
         let pid = leaf.pid();
         split(bm, wb, root, pid, key, previous_key)?;
         return Err(Restart::Retry.into());
     }
+    // The upgrade succeeds only if the page is unchanged, so `found` holds.
     let mut leaf = leaf.upgrade()?;
     Node::from_page_mut(leaf.page_mut())
-        .insert(key, value)
+        .insert_found(found, key, value)
         .map_err(|_| corrupt(leaf.pid(), "insert failed after the space check"))
 }
 

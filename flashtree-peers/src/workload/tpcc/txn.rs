@@ -34,7 +34,7 @@ pub(super) async fn run_one<K: Kv>(
 ) -> Result<OpKind, KvError> {
     let task = state
         .tpcc
-        .as_mut()
+        .as_ref()
         .ok_or_else(|| KvError::Corrupt("TPC-C task state missing".into()))?;
     let draw = state.rng.below(100);
     let rng = &mut state.rng;
@@ -234,7 +234,7 @@ fn choose_customer_district(tpcc: &Tpcc, w: u32, d: u32, rng: &mut Rng64) -> (u3
 async fn payment<K: Kv>(
     tpcc: &Tpcc,
     kv: &K,
-    task: &mut TpccTask,
+    task: &TpccTask,
     rng: &mut Rng64,
     out: &mut Vec<u8>,
     buffer: &mut Vec<u8>,
