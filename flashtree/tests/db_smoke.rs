@@ -81,3 +81,58 @@ fn updates_of_full_leaves_do_not_split() {
         assert_eq!(db.get(tree, &key(i)).unwrap().unwrap(), vec![3u8; 300]);
     }
 }
+
+/// Page reads of a stream of reads of cold pages (each read once) with a
+/// few hot rows read between them after a pseudo-random number of cold
+/// reads, uniform in 1..=2 × `cold_per_hot_mean`, in a 64-page pool.
+fn reads_with_hot_pages(hot_spare_rounds: u8, cold_per_hot_mean: u64) -> (u64, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        hot_spare_rounds,
+        ..tiny(1, 64)
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    let (hot, cold) = (db.tree("hot").unwrap(), db.tree("cold").unwrap());
+    // About 4 rows per page: the cold tree has ~1000 leaves, the hot one 2.
+    let cold_rows = 4000u64;
+    for i in 0..cold_rows {
+        db.put(cold, &key(i), &[1; 900]).unwrap();
+    }
+    for i in 0..8 {
+        db.put(hot, &key(i), &[2; 900]).unwrap();
+    }
+    let before = db.stats().page_reads;
+    let mut random = 0x9E37_79B9_7F4A_7C15u64;
+    let mut cold_reads = 0u64;
+    for _ in 0..200 {
+        random ^= random << 13;
+        random ^= random >> 7;
+        random ^= random << 17;
+        for _ in 0..1 + random % (2 * cold_per_hot_mean) {
+            // One row per cold page, and a page again only ~1000 reads later.
+            let row = cold_reads * 4 % cold_rows;
+            assert!(db.get(cold, &key(row)).unwrap().is_some());
+            cold_reads += 1;
+        }
+        for i in 0..8 {
+            assert!(db.get(hot, &key(i)).unwrap().is_some());
+        }
+    }
+    (db.stats().page_reads - before, cold_reads)
+}
+
+/// The frequency-aware clock: pages read about once per sweep of the pool
+/// stay in memory once they have been found referenced in a few sweeps,
+/// where plain second chance evicts them whenever one gap between their
+/// reads is longer than a sweep.
+#[test]
+fn clock_keeps_pages_read_every_few_rounds() {
+    let (plain, cold_reads) = reads_with_hot_pages(0, 60);
+    let (frequency_aware, cold_reads_again) = reads_with_hot_pages(4, 60);
+    assert_eq!(cold_reads, cold_reads_again, "the same stream");
+    eprintln!("{cold_reads} cold reads; page reads: {plain} plain, {frequency_aware} with credits");
+    assert!(
+        frequency_aware + 100 < plain,
+        "hot pages were not kept: {frequency_aware} reads with credits, {plain} without"
+    );
+}

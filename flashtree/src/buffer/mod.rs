@@ -18,7 +18,12 @@
 //!   fall below its target, its clock sweeps its own frames in a batch:
 //!   unlocked pages are marked, marked pages are latched exclusively and
 //!   either evicted (clean) or written asynchronously (dirty) and evicted
-//!   when the write completes.
+//!   when the write completes. Two refinements: a dirty page is passed over
+//!   for `dirty_spare_rounds` marked rounds (clean pages go first), and a
+//!   page the clock found referenced in consecutive rounds earns one spared
+//!   round per such round, up to `hot_spare_rounds` (a frequency-aware
+//!   clock, after GCLOCK: a page read every few rounds outlives one read
+//!   once, which plain second chance cannot tell apart).
 //!
 //! Nothing here blocks: every latch is a try-operation, and the tree
 //! reports [`Restart`] so that the calling task yields, waits for a load or
@@ -103,6 +108,9 @@ pub struct BufferConfig {
     /// Clock rounds a marked dirty page is passed over before it is written
     /// and evicted: clean pages go first.
     pub dirty_spare_rounds: u8,
+    /// Most marked clock rounds a page is passed over for having been found
+    /// referenced in earlier rounds (0: plain second chance).
+    pub hot_spare_rounds: u8,
 }
 
 /// Frames smallest partition a worker may have.
@@ -135,6 +143,7 @@ pub struct BufferManager {
     partitions: Vec<(u32, u32)>,
     free_target_pct: u32,
     dirty_spare_rounds: u8,
+    hot_spare_rounds: u8,
     next_pid: AtomicU64,
     free_pids: Mutex<Vec<PageId>>,
     write_error: Mutex<Option<String>>,
@@ -191,6 +200,7 @@ impl BufferManager {
             partitions,
             free_target_pct: config.free_target_pct.clamp(1, 50),
             dirty_spare_rounds: config.dirty_spare_rounds,
+            hot_spare_rounds: config.hot_spare_rounds,
             next_pid: AtomicU64::new(0),
             free_pids: Mutex::new(Vec::new()),
             write_error: Mutex::new(None),
@@ -583,6 +593,11 @@ pub struct WorkerBuffer {
     /// dirty one costs a write, and writing a page that is updated again
     /// soon, or reading back one that is read again soon, is wasted).
     dirty_spared: Vec<u8>,
+    /// Per frame: the clock's reference credit. 0 = loaded since the hand
+    /// last passed; then 1 + rounds earned (each round the hand found the
+    /// page referenced again, up to `hot_spare_rounds`), spent one per
+    /// round the hand finds it unreferenced.
+    clock_credit: Vec<u8>,
     writes_in_flight: usize,
     completions: Vec<IoCompletion>,
     load_errors: Vec<(TaskId, Error)>,
@@ -614,6 +629,7 @@ impl WorkerBuffer {
             free_target,
             read_waiters: vec![None; frames],
             dirty_spared: vec![0; frames],
+            clock_credit: vec![0; frames],
             writes_in_flight: 0,
             completions: Vec::with_capacity(io_config.depth as usize),
             load_errors: Vec::new(),
@@ -663,6 +679,7 @@ impl WorkerBuffer {
             return Ok(LoadStart::Busy);
         }
         self.bm.frame_pid[frame as usize].store(pid, Ordering::Release);
+        self.clock_credit[(frame - self.first_frame) as usize] = 0;
         let req = IoRequest::read(
             pid * PAGE_SIZE as u64,
             self.bm.frame_ptr(frame),
@@ -706,6 +723,7 @@ impl WorkerBuffer {
         };
         let pid = bm.alloc_pid()?;
         self.free_frames.pop();
+        self.clock_credit[(frame - self.first_frame) as usize] = 0;
         let state = bm.state(pid);
         let word = state.load();
         debug_assert_eq!(state_of(word), EVICTED, "allocated page {pid} is in memory");
@@ -783,7 +801,20 @@ impl WorkerBuffer {
         match state_of(word) {
             UNLOCKED if !force => {
                 self.dirty_spared[local] = 0;
+                // The first pass after a load only notes the page (the load
+                // is its one reference); each later pass that finds it
+                // referenced again earns a round.
+                let credit = self.clock_credit[local];
+                self.clock_credit[local] = if credit == 0 {
+                    1
+                } else {
+                    (credit + 1).min(1 + bm.hot_spare_rounds)
+                };
                 let _ = state.cas(word, make(MARKED, version_of(word)));
+                false
+            }
+            MARKED if !force && self.clock_credit[local] > 1 => {
+                self.clock_credit[local] -= 1;
                 false
             }
             MARKED

@@ -62,6 +62,10 @@ pub struct Options {
     /// evicted (default 3): clean pages are evicted first, so a page updated
     /// again soon is written once, and one read again soon stays.
     pub dirty_spare_rounds: u8,
+    /// Most clock rounds an unreferenced page is passed over for having been
+    /// found referenced in as many earlier rounds (default 4): pages read
+    /// often outlive pages read once. 0 = plain second chance.
+    pub hot_spare_rounds: u8,
     /// Use O_DIRECT (default true).
     pub direct_io: bool,
 }
@@ -79,6 +83,7 @@ impl Default for Options {
             max_store_bytes: 1 << 40,
             free_target_pct: 2,
             dirty_spare_rounds: 3,
+            hot_spare_rounds: 4,
             direct_io: true,
         }
     }
@@ -166,6 +171,7 @@ impl Db {
                 max_store_bytes: options.max_store_bytes,
                 free_target_pct: options.free_target_pct,
                 dirty_spare_rounds: options.dirty_spare_rounds,
+                hot_spare_rounds: options.hot_spare_rounds,
             },
         )?);
         bm.set_allocation(meta.next_pid, free)?;
