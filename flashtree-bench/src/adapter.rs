@@ -25,7 +25,8 @@ use flashtree::db::{Db, Options, ScanDirection, TaskCtx, Tree};
 use flashtree::io::{BackendKind, IoConfig, PAGE_SIZE};
 use flashtree_peers::kv::check_table;
 use flashtree_peers::{
-    Concurrency, Engine, EngineConfig, EngineCounters, Job, Kv, KvError, ScanFn, TaskStats,
+    Concurrency, Engine, EngineConfig, EngineCounters, GetManyFn, Job, Kv, KvError, ScanFn,
+    TaskStats,
 };
 
 /// Engine name in reports.
@@ -377,6 +378,22 @@ impl Kv for FlashtreeKv {
         let tree = self.tree(table)?;
         check_key(key)?;
         self.ctx.delete(tree, key).await.map_err(engine_error)
+    }
+
+    async fn get_many(
+        &self,
+        table: u32,
+        keys: &[Vec<u8>],
+        found: &mut GetManyFn<'_>,
+    ) -> Result<(), KvError> {
+        let tree = self.tree(table)?;
+        for key in keys {
+            check_key(key)?;
+        }
+        self.ctx
+            .get_many(tree, keys, found)
+            .await
+            .map_err(engine_error)
     }
 
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {

@@ -50,6 +50,10 @@ pub enum KvError {
 /// Callback for scans: receives key and value, returns `false` to stop.
 pub type ScanFn<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
 
+/// Callback for [`Kv::get_many`]: receives the key's index in the batch and
+/// its value (`None`: absent).
+pub type GetManyFn<'a> = dyn FnMut(usize, Option<&[u8]>) + 'a;
+
 /// One engine handle. Implemented by every peer adapter and by flashtree.
 #[allow(async_fn_in_trait)]
 pub trait Kv {
@@ -63,6 +67,23 @@ pub trait Kv {
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError>;
     /// Backward scan from `start` (inclusive): the greatest key <= `start` first.
     async fn scan_rev(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError>;
+    /// Reads every key of `keys` in `table` and calls `found(index, value)`
+    /// once per key (`None`: absent), in any order. Engines with a batched
+    /// read override it (flashtree reads the missed pages concurrently,
+    /// RocksDB uses `MultiGet`); the default reads the keys one by one.
+    async fn get_many(
+        &self,
+        table: u32,
+        keys: &[Vec<u8>],
+        found: &mut GetManyFn<'_>,
+    ) -> Result<(), KvError> {
+        let mut out = Vec::new();
+        for (index, key) in keys.iter().enumerate() {
+            let present = self.get(table, key, &mut out).await?;
+            found(index, present.then_some(&out[..]));
+        }
+        Ok(())
+    }
     /// Waits until `deadline` (open-loop pacing). The default yields in a
     /// loop, which suits cooperative executors; thread-based handles sleep.
     async fn idle_until(&self, deadline: Instant) {

@@ -65,5 +65,5 @@ pub mod workload;
 
 pub use engine::{Concurrency, Engine, EngineConfig, EngineCounters, HandleSource};
 pub use job::{Job, Phase, RunControl, TaskStats};
-pub use kv::{block_on, yield_now, Kv, KvError, ScanFn};
+pub use kv::{block_on, yield_now, GetManyFn, Kv, KvError, ScanFn};
 pub use workload::Workload;

@@ -62,7 +62,34 @@ pub async fn model_check<K: Kv>(
                     ));
                 }
             }
-            6 | 7 => {
+            7 => {
+                // A batch of keys, some repeated, most absent.
+                let mut keys = vec![key.clone()];
+                for _ in 0..rng.below(8) {
+                    keys.push(random_key(&mut rng));
+                }
+                if rng.below(2) == 0 {
+                    keys.push(key.clone());
+                }
+                let mut answers = vec![None; keys.len()];
+                kv.get_many(table, &keys, &mut |index, value| {
+                    answers[index] = Some(value.map(<[u8]>::to_vec));
+                })
+                .await
+                .map_err(|e| format!("{}: {e}", context("get_many")))?;
+                for (batch_key, answer) in keys.iter().zip(&answers) {
+                    let expected = model.get(batch_key);
+                    if answer.as_ref() != Some(&expected.cloned()) {
+                        return Err(format!(
+                            "{}: key {batch_key:?} answered {:?}, model has {:?}",
+                            context("get_many"),
+                            answer.as_ref().map(|v| v.as_ref().map(Vec::len)),
+                            expected.map(|v| v.len())
+                        ));
+                    }
+                }
+            }
+            6 => {
                 let found = kv
                     .get(table, &key, &mut out)
                     .await

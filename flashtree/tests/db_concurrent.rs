@@ -760,3 +760,84 @@ fn async_api_from_a_foreign_executor() {
     assert!(db.put_async(tree, &[1; 257], b"v").is_err());
     assert_eq!(db.check_tree(tree).unwrap().1, n);
 }
+
+/// A 400-byte row for `id` written by `writer`: the key, the writer, then
+/// padding derived from the id.
+fn many_row(id: u64, writer: u64) -> Vec<u8> {
+    let mut row = id.to_be_bytes().to_vec();
+    row.extend_from_slice(&writer.to_be_bytes());
+    row.resize(400, id as u8);
+    row
+}
+
+/// `get_many` in a 32-page pool: tasks on two workers look up batches of
+/// present, absent and repeated keys at once while other tasks overwrite
+/// rows; every key gets exactly one answer, and it is the row (as some
+/// writer wrote it) or, for a key never written, nothing. Most batches miss
+/// many pages at once, so the reads of one task are in flight together.
+#[test]
+fn get_many_answers_every_key_once_with_reads_in_flight_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 32)).unwrap();
+    let tree = db.tree("many").unwrap();
+    let rows = 3000u64;
+    // Even ids exist, odd ids never do; ~9 rows per leaf.
+    for id in (0..2 * rows).step_by(2) {
+        db.put(tree, &id.to_be_bytes(), &many_row(id, 0)).unwrap();
+    }
+    let reads_before = db.stats().page_reads;
+    let tasks_per_worker = 8;
+    let failures = Failures::default();
+    let f = failures.clone();
+    db.run(tasks_per_worker, move |ctx| {
+        let f = f.clone();
+        async move {
+            let me = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
+            for batch in 0..12u64 {
+                if me % 4 == 3 {
+                    // A writer: rewrites rows the others look up.
+                    for j in 0..40 {
+                        let id = splitmix(me * 1000 + batch * 40 + j) % rows * 2;
+                        if let Err(e) = ctx.put(tree, &id.to_be_bytes(), &many_row(id, me)).await {
+                            return f.add(format!("task {me}: put: {e}"));
+                        }
+                    }
+                    continue;
+                }
+                // 100 keys, each twice in a row.
+                let keys: Vec<[u8; 8]> = (0..100)
+                    .map(|j| (splitmix(me * 7919 + batch * 100 + j / 2) % (2 * rows)).to_be_bytes())
+                    .collect();
+                let mut answers = vec![0u32; keys.len()];
+                let result = ctx
+                    .get_many(tree, &keys, |index, value| {
+                        answers[index] += 1;
+                        let id = u64::from_be_bytes(keys[index]);
+                        let good = match value {
+                            None => id % 2 == 1,
+                            Some(row) => {
+                                let writer = u64::from_be_bytes(row[8..16].try_into().unwrap());
+                                id.is_multiple_of(2) && row == many_row(id, writer).as_slice()
+                            }
+                        };
+                        if !good {
+                            f.add(format!("task {me}: key {id}: wrong answer {value:?}"));
+                        }
+                    })
+                    .await;
+                if let Err(e) = result {
+                    return f.add(format!("task {me}: get_many: {e}"));
+                }
+                if answers.iter().any(|&n| n != 1) {
+                    f.add(format!("task {me}: answers per key {answers:?}"));
+                }
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    assert!(
+        db.stats().page_reads > reads_before + 100,
+        "the pool must miss"
+    );
+}

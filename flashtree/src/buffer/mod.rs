@@ -588,6 +588,8 @@ pub struct WorkerBuffer {
     free_target: usize,
     /// The task waiting for the read into each of this worker's frames.
     read_waiters: Vec<Option<TaskId>>,
+    /// Per task id: reads it started that have not completed.
+    task_reads_in_flight: Vec<u32>,
     /// Per frame: rounds the clock found this dirty page marked and let it
     /// stay, up to `dirty_spare_rounds` (clean pages go first: evicting a
     /// dirty one costs a write, and writing a page that is updated again
@@ -628,6 +630,7 @@ impl WorkerBuffer {
             clock_hand: first_frame,
             free_target,
             read_waiters: vec![None; frames],
+            task_reads_in_flight: Vec::new(),
             dirty_spared: vec![0; frames],
             clock_credit: vec![0; frames],
             writes_in_flight: 0,
@@ -697,8 +700,22 @@ impl WorkerBuffer {
             return Err(e.into());
         }
         self.read_waiters[(frame - self.first_frame) as usize] = Some(task);
+        let task_index = task as usize;
+        if task_index >= self.task_reads_in_flight.len() {
+            self.task_reads_in_flight.resize(task_index + 1, 0);
+        }
+        self.task_reads_in_flight[task_index] += 1;
         self.stats.page_reads += 1;
         Ok(LoadStart::Started)
+    }
+
+    /// Reads `task` started that have not completed (each completion wakes
+    /// the task).
+    pub fn task_reads_in_flight(&self, task: TaskId) -> u32 {
+        self.task_reads_in_flight
+            .get(task as usize)
+            .copied()
+            .unwrap_or(0)
     }
 
     /// The error of a failed load for `task`, if any (taken once).
@@ -914,6 +931,10 @@ impl WorkerBuffer {
             return;
         }
         let waiter = self.read_waiters[(frame - self.first_frame) as usize].take();
+        if let Some(task) = waiter {
+            debug_assert!(self.task_reads_in_flight[task as usize] > 0);
+            self.task_reads_in_flight[task as usize] -= 1;
+        }
         let outcome = match c.result {
             Ok(()) => {
                 // SAFETY: the page is LOADING and the read has completed: the

@@ -25,7 +25,7 @@ pub use reply::Reply;
 
 use crate::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
 use crate::btree::tree::{self, Direction, ScanBatch};
-use crate::buffer::{BufferConfig, BufferManager, PageId, MIN_FRAMES_PER_WORKER};
+use crate::buffer::{BufferConfig, BufferManager, OpError, PageId, Restart, MIN_FRAMES_PER_WORKER};
 use crate::error::{Error, Result};
 use crate::io::{
     AlignedBuf, BackendKind, IoChannel, IoConfig, IoRequest, Storage, StorageConfig, PAGE_SIZE,
@@ -663,6 +663,57 @@ impl TaskCtx {
             Err(tree::LookupStop::Restart(_)) => {}
         }
         run_op(&self.missed, |_| tree::lookup(bm, tree.root, key, value)).await
+    }
+
+    /// Looks up every key of `keys` and calls `found(index, value)` for
+    /// each (`None`: absent), in no particular order. The pages the keys
+    /// miss are read concurrently: a batch of lookups costs about one read
+    /// latency, not one per key (like RocksDB's `MultiGet`). Each lookup is
+    /// atomic on its own; the batch is not a snapshot.
+    pub async fn get_many<K: AsRef<[u8]>>(
+        &self,
+        tree: Tree,
+        keys: &[K],
+        mut found: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
+        for key in keys {
+            check_key(key.as_ref())?;
+        }
+        let bm = &self.inner.bm;
+        let mut pending: Vec<usize> = (0..keys.len()).collect();
+        let mut again = Vec::new();
+        let mut value = Vec::new();
+        while !pending.is_empty() {
+            let (mut reads_started, mut must_yield) = (0usize, false);
+            for &index in &pending {
+                match tree::lookup(bm, tree.root, keys[index].as_ref(), &mut value) {
+                    Ok(true) => found(index, Some(&value)),
+                    Ok(false) => found(index, None),
+                    Err(OpError::Fatal(e)) => return Err(e),
+                    Err(OpError::Restart(Restart::Load(pid))) => {
+                        self.missed.set(true);
+                        match worker::start_read(pid)? {
+                            worker::ReadStart::Started => reads_started += 1,
+                            worker::ReadStart::Resident => {}
+                            worker::ReadStart::Later => must_yield = true,
+                        }
+                        again.push(index);
+                    }
+                    Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => {
+                        must_yield = true;
+                        again.push(index);
+                    }
+                }
+            }
+            std::mem::swap(&mut pending, &mut again);
+            again.clear();
+            if reads_started > 0 {
+                worker::reads_done().await?;
+            } else if must_yield {
+                crate::sched::yield_now().await;
+            }
+        }
+        Ok(())
     }
 
     /// Inserts or replaces `key`.

@@ -140,6 +140,48 @@ pub(crate) async fn load_page(pid: u64) -> Result<()> {
     }
 }
 
+/// What [`start_read`] did.
+pub(crate) enum ReadStart {
+    /// This task's read is in flight: wait with [`reads_done`].
+    Started,
+    /// The page is in memory now: retry at once.
+    Resident,
+    /// Another task is loading it, or no frame or queue slot is free: yield
+    /// and retry.
+    Later,
+}
+
+/// Starts reading `pid` for the current task without waiting for it.
+pub(crate) fn start_read(pid: u64) -> Result<ReadStart> {
+    let task = current_task().expect("start_read outside a task");
+    Ok(match with_local(|wb| wb.start_load(pid, task))? {
+        crate::buffer::LoadStart::Started => ReadStart::Started,
+        crate::buffer::LoadStart::Resident => ReadStart::Resident,
+        crate::buffer::LoadStart::Busy | crate::buffer::LoadStart::NoFrame => ReadStart::Later,
+    })
+}
+
+/// Waits until every read the current task started has completed; returns
+/// the first error among them.
+pub(crate) async fn reads_done() -> Result<()> {
+    let task = current_task().expect("reads_done outside a task");
+    std::future::poll_fn(|_| {
+        if with_local(|wb| wb.task_reads_in_flight(task)) == 0 {
+            Poll::Ready(())
+        } else {
+            // Every completion of this task's reads wakes it.
+            park_current();
+            Poll::Pending
+        }
+    })
+    .await;
+    let mut first_error = None;
+    while let Some(e) = with_local(|wb| wb.take_load_error(task)) {
+        first_error.get_or_insert(e);
+    }
+    first_error.map_or(Ok(()), Err)
+}
+
 /// Runs a synchronous tree operation to completion: loads what it misses,
 /// yields on conflicts, restarts. Sets `missed` when a page had to be read.
 pub(crate) async fn run_op<T>(

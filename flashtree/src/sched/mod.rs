@@ -64,6 +64,8 @@ type BoxedTask = Pin<Box<dyn Future<Output = ()>>>;
 /// One worker's tasks.
 pub struct Executor {
     tasks: Vec<Option<BoxedTask>>,
+    /// Per task id: parked, waiting for a wake.
+    parked: Vec<bool>,
     free_ids: Vec<TaskId>,
     ready: VecDeque<TaskId>,
     /// Tasks parked, waiting for a wake.
@@ -83,6 +85,7 @@ impl Executor {
     pub fn new() -> Executor {
         Executor {
             tasks: Vec::new(),
+            parked: Vec::new(),
             free_ids: Vec::new(),
             ready: VecDeque::new(),
             parked_count: 0,
@@ -100,6 +103,7 @@ impl Executor {
             }
             None => {
                 self.tasks.push(Some(boxed));
+                self.parked.push(false);
                 (self.tasks.len() - 1) as TaskId
             }
         };
@@ -107,16 +111,20 @@ impl Executor {
         id
     }
 
-    /// Makes a parked task ready. A wake for a task that panicked (a read
-    /// it started completed afterwards) is ignored: its id is never reused.
+    /// Makes a parked task ready. A wake for a task that is not parked is
+    /// ignored: a task with several reads in flight is woken by the first
+    /// completion and may be ready or running when the next one arrives,
+    /// and a task that panicked (a read it started completed afterwards)
+    /// never runs again (its id is never reused).
     pub fn wake(&mut self, id: TaskId) {
         debug_assert!(
             (id as usize) < self.tasks.len(),
             "wake of unknown task {id}"
         );
-        if self.tasks.get(id as usize).is_none_or(Option::is_none) {
+        if !self.parked.get(id as usize).copied().unwrap_or(false) {
             return;
         }
+        self.parked[id as usize] = false;
         self.parked_count -= 1;
         // First in line: its page was just loaded and should be used before
         // eviction can take it again.
@@ -168,7 +176,10 @@ impl Executor {
                     self.tasks[id as usize] = None;
                     self.free_ids.push(id);
                 }
-                Ok(Poll::Pending) if PARKED.with(|p| p.get()) => self.parked_count += 1,
+                Ok(Poll::Pending) if PARKED.with(|p| p.get()) => {
+                    self.parked[id as usize] = true;
+                    self.parked_count += 1;
+                }
                 Ok(Poll::Pending) => self.ready.push_back(id),
                 Err(_panic) => {
                     // The panic hook has printed the message. Dropping the
@@ -266,5 +277,41 @@ mod tests {
         assert_eq!(exec.parked_count(), 1);
         exec.wake(parked);
         assert_eq!(exec.ready_count(), 2);
+    }
+
+    #[test]
+    fn a_wake_of_a_task_that_is_not_parked_is_ignored() {
+        let mut exec = Executor::new();
+        let polls = Rc::new(Cell::new(0));
+        let counted = polls.clone();
+        // Parks twice, as a task waiting for two reads does.
+        let id = exec.spawn(async move {
+            std::future::poll_fn(|_| {
+                counted.set(counted.get() + 1);
+                if counted.get() < 3 {
+                    park_current();
+                    Poll::Pending
+                } else {
+                    Poll::Ready(())
+                }
+            })
+            .await;
+        });
+        exec.run_ready();
+        assert_eq!(exec.parked_count(), 1);
+        // Two completions before the task runs again: one wake counts.
+        exec.wake(id);
+        exec.wake(id);
+        assert_eq!(exec.ready_count(), 1, "queued once");
+        assert_eq!(exec.parked_count(), 0);
+        exec.run_ready();
+        assert_eq!(polls.get(), 2);
+        assert_eq!(exec.parked_count(), 1, "parked again");
+        exec.wake(id);
+        exec.run_ready();
+        assert_eq!(exec.task_count(), 0);
+        // A wake after the task finished changes nothing.
+        exec.wake(id);
+        assert_eq!((exec.ready_count(), exec.parked_count()), (0, 0));
     }
 }

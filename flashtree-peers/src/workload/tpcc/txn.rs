@@ -433,10 +433,26 @@ async fn stock_level<K: Kv>(
     }
     items.sort_unstable();
     items.dedup();
-    let mut _low_stock_count = 0;
-    for item in items {
-        let stock: Stock = get_row(kv, table::STOCK, &key(&[w, item]), out).await?;
-        _low_stock_count += (stock.quantity < threshold) as u32;
-    }
-    Ok(())
+    // The join's probes into STOCK are independent: one batch.
+    let stock_keys: Vec<Vec<u8>> = items.iter().map(|&item| key(&[w, item])).collect();
+    let mut _low_stock_count = 0u32;
+    let mut error = None;
+    kv.get_many(table::STOCK, &stock_keys, &mut |index, value| {
+        let stock = match value {
+            Some(bytes) => Stock::decode(bytes),
+            None => Err(KvError::Corrupt(format!(
+                "table {}: missing row {:?}",
+                table::STOCK,
+                stock_keys[index]
+            ))),
+        };
+        match stock {
+            Ok(stock) => _low_stock_count += (stock.quantity < threshold) as u32,
+            Err(e) => {
+                error.get_or_insert(e);
+            }
+        }
+    })
+    .await?;
+    error.map_or(Ok(()), Err)
 }
