@@ -128,7 +128,8 @@ fn reads_with_hot_pages(hot_spare_rounds: u8, cold_per_hot_mean: u64) -> (u64, u
 #[test]
 fn clock_keeps_pages_read_every_few_rounds() {
     let (plain, cold_reads) = reads_with_hot_pages(0, 60);
-    let (frequency_aware, cold_reads_again) = reads_with_hot_pages(4, 60);
+    let (frequency_aware, cold_reads_again) =
+        reads_with_hot_pages(Options::default().hot_spare_rounds, 60);
     assert_eq!(cold_reads, cold_reads_again, "the same stream");
     eprintln!("{cold_reads} cold reads; page reads: {plain} plain, {frequency_aware} with credits");
     assert!(

@@ -19,11 +19,14 @@
 //!   unlocked pages are marked, marked pages are latched exclusively and
 //!   either evicted (clean) or written asynchronously (dirty) and evicted
 //!   when the write completes. Two refinements: a dirty page is passed over
-//!   for `dirty_spare_rounds` marked rounds (clean pages go first), and a
-//!   page the clock found referenced in consecutive rounds earns one spared
-//!   round per such round, up to `hot_spare_rounds` (a frequency-aware
-//!   clock, after GCLOCK: a page read every few rounds outlives one read
-//!   once, which plain second chance cannot tell apart).
+//!   for `dirty_spare_rounds` marked rounds (clean pages go first), and
+//!   every page is spared one marked round per use counted in its *heat*
+//!   (up to `hot_spare_rounds`): a per-page-id count of reads and of clock
+//!   rounds that found it referenced, halving every few pools' worth of
+//!   reads and kept across evictions (a frequency-aware clock, after GCLOCK
+//!   and LRU-K: a page wanted every few rounds outlives pages read once,
+//!   which a reference bit alone cannot tell apart, and a page read back
+//!   again and again is recognised as hot).
 //!
 //! Nothing here blocks: every latch is a try-operation, and the tree
 //! reports [`Restart`] so that the calling task yields, waits for a load or
@@ -108,10 +111,15 @@ pub struct BufferConfig {
     /// Clock rounds a marked dirty page is passed over before it is written
     /// and evicted: clean pages go first.
     pub dirty_spare_rounds: u8,
-    /// Most marked clock rounds a page is passed over for having been found
-    /// referenced in earlier rounds (0: plain second chance).
+    /// Most marked clock rounds a page is passed over for its heat: the uses
+    /// counted lately (0: plain second chance).
     pub hot_spare_rounds: u8,
 }
+
+/// Heat counts halve every this many pools' worth of page reads. Chosen
+/// by TPC-C reads + writes per transaction (`scripts/ab.sh`): 2 and 4 pools
+/// gave 8.15 and 8.04 I/Os, 8 and 16 the same as 4.
+const HEAT_EPOCH_POOLS: u64 = 4;
 
 /// Frames smallest partition a worker may have.
 pub const MIN_FRAMES_PER_WORKER: u64 = 8;
@@ -126,7 +134,10 @@ struct PageEntry {
     state: PageState,
     /// Frame index + 1 (0: not in a frame).
     frame: AtomicU32,
-    _pad: u32,
+    /// How often the page was wanted lately, kept across evictions: the
+    /// epoch of the last update (high 16 bits) and a count (low 16 bits)
+    /// that halves per epoch since. See [`BufferManager::bump_heat`].
+    heat: AtomicU32,
 }
 
 /// The shared part of the buffer manager.
@@ -144,6 +155,10 @@ pub struct BufferManager {
     free_target_pct: u32,
     dirty_spare_rounds: u8,
     hot_spare_rounds: u8,
+    /// Pages read so far, all workers: the clock of the heat epochs.
+    loads_total: AtomicU64,
+    /// Page reads per heat epoch.
+    heat_epoch_loads: u64,
     next_pid: AtomicU64,
     free_pids: Mutex<Vec<PageId>>,
     write_error: Mutex<Option<String>>,
@@ -194,6 +209,8 @@ impl BufferManager {
             _pool: pool,
             pool_ptr,
             frame_count: frames as u32,
+            loads_total: AtomicU64::new(0),
+            heat_epoch_loads: frames * HEAT_EPOCH_POOLS,
             pages,
             frame_pid: (0..frames).map(|_| AtomicU64::new(NO_PAGE)).collect(),
             frame_dirty: (0..frames).map(|_| AtomicBool::new(false)).collect(),
@@ -298,6 +315,26 @@ impl BufferManager {
         version_of(word) == stamp.version && readable(word)
     }
 
+    /// Counts one more use of `pid` in its heat (a read, or a clock round
+    /// that found it referenced) and returns the new count. Counts halve
+    /// every epoch (`heat_epoch_loads` page reads), so they measure recent
+    /// rounds of use, and they outlive evictions, so a page that is read
+    /// back again and again is recognised as hot, which a per-frame
+    /// reference bit cannot do. Load and store, not an atomic update: two
+    /// workers bumping one page at once lose a count, which only matters
+    /// as a heuristic.
+    fn bump_heat(&self, pid: PageId) -> u32 {
+        let epoch =
+            (self.loads_total.load(Ordering::Relaxed) / self.heat_epoch_loads) as u32 & 0xFFFF;
+        let heat = &self.pages.get(pid as usize).heat;
+        let word = heat.load(Ordering::Relaxed);
+        let age = epoch.wrapping_sub(word >> 16) & 0xFFFF;
+        let count = ((word & 0xFFFF) >> age.min(16)) + 1;
+        let count = count.min(0xFFFF);
+        heat.store(epoch << 16 | count, Ordering::Relaxed);
+        count
+    }
+
     /// Optimistic latch: no write to shared memory on the fast path.
     #[inline]
     pub fn fix_optimistic(&self, pid: PageId) -> std::result::Result<GuardO<'_>, OpError> {
@@ -349,6 +386,12 @@ impl BufferManager {
     /// Exclusive latch.
     pub fn fix_exclusive(&self, pid: PageId) -> std::result::Result<GuardX<'_>, OpError> {
         self.fix_optimistic(pid)?.upgrade()
+    }
+
+    /// Marked rounds the clock spares a page of heat `heat`: one per use
+    /// counted besides the current one, up to `hot_spare_rounds`.
+    fn spare_rounds_for(&self, heat: u32) -> u8 {
+        heat.saturating_sub(1).min(u32::from(self.hot_spare_rounds)) as u8
     }
 
     fn alloc_pid(&self) -> Result<PageId> {
@@ -595,11 +638,13 @@ pub struct WorkerBuffer {
     /// dirty one costs a write, and writing a page that is updated again
     /// soon, or reading back one that is read again soon, is wasted).
     dirty_spared: Vec<u8>,
-    /// Per frame: the clock's reference credit. 0 = loaded since the hand
-    /// last passed; then 1 + rounds earned (each round the hand found the
-    /// page referenced again, up to `hot_spare_rounds`), spent one per
-    /// round the hand finds it unreferenced.
+    /// Per frame: marked rounds left to spare the page, set from its heat
+    /// when it is loaded and whenever the hand finds it referenced, spent
+    /// one per round the hand finds it unreferenced.
     clock_credit: Vec<u8>,
+    /// Per frame: loaded (or allocated) since the hand last passed, so the
+    /// reference the hand finds is the load's, already counted.
+    frame_fresh: Vec<bool>,
     writes_in_flight: usize,
     completions: Vec<IoCompletion>,
     load_errors: Vec<(TaskId, Error)>,
@@ -633,6 +678,7 @@ impl WorkerBuffer {
             task_reads_in_flight: Vec::new(),
             dirty_spared: vec![0; frames],
             clock_credit: vec![0; frames],
+            frame_fresh: vec![false; frames],
             writes_in_flight: 0,
             completions: Vec::with_capacity(io_config.depth as usize),
             load_errors: Vec::new(),
@@ -682,7 +728,11 @@ impl WorkerBuffer {
             return Ok(LoadStart::Busy);
         }
         self.bm.frame_pid[frame as usize].store(pid, Ordering::Release);
-        self.clock_credit[(frame - self.first_frame) as usize] = 0;
+        self.bm.loads_total.fetch_add(1, Ordering::Relaxed);
+        let heat = self.bm.bump_heat(pid);
+        let local = (frame - self.first_frame) as usize;
+        self.clock_credit[local] = self.bm.spare_rounds_for(heat);
+        self.frame_fresh[local] = true;
         let req = IoRequest::read(
             pid * PAGE_SIZE as u64,
             self.bm.frame_ptr(frame),
@@ -741,6 +791,7 @@ impl WorkerBuffer {
         let pid = bm.alloc_pid()?;
         self.free_frames.pop();
         self.clock_credit[(frame - self.first_frame) as usize] = 0;
+        self.frame_fresh[(frame - self.first_frame) as usize] = true;
         let state = bm.state(pid);
         let word = state.load();
         debug_assert_eq!(state_of(word), EVICTED, "allocated page {pid} is in memory");
@@ -819,18 +870,16 @@ impl WorkerBuffer {
             UNLOCKED if !force => {
                 self.dirty_spared[local] = 0;
                 // The first pass after a load only notes the page (the load
-                // is its one reference); each later pass that finds it
-                // referenced again earns a round.
-                let credit = self.clock_credit[local];
-                self.clock_credit[local] = if credit == 0 {
-                    1
-                } else {
-                    (credit + 1).min(1 + bm.hot_spare_rounds)
-                };
+                // counted); each later pass that finds it referenced again
+                // counts one more use.
+                if !std::mem::replace(&mut self.frame_fresh[local], false) {
+                    let heat = bm.bump_heat(pid);
+                    self.clock_credit[local] = bm.spare_rounds_for(heat);
+                }
                 let _ = state.cas(word, make(MARKED, version_of(word)));
                 false
             }
-            MARKED if !force && self.clock_credit[local] > 1 => {
+            MARKED if !force && self.clock_credit[local] > 0 => {
                 self.clock_credit[local] -= 1;
                 false
             }

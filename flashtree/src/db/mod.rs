@@ -62,9 +62,11 @@ pub struct Options {
     /// evicted (default 3): clean pages are evicted first, so a page updated
     /// again soon is written once, and one read again soon stays.
     pub dirty_spare_rounds: u8,
-    /// Most clock rounds an unreferenced page is passed over for having been
-    /// found referenced in as many earlier rounds (default 4): pages read
-    /// often outlive pages read once. 0 = plain second chance.
+    /// Most clock rounds an unreferenced page is passed over for its recent
+    /// uses (default 16): the clock spares a page one round per use counted
+    /// lately (reads, and rounds that found it referenced; counted per page
+    /// id, across evictions), so pages used often outlive pages read once.
+    /// 0 = plain second chance.
     pub hot_spare_rounds: u8,
     /// Use O_DIRECT (default true).
     pub direct_io: bool,
@@ -83,7 +85,7 @@ impl Default for Options {
             max_store_bytes: 1 << 40,
             free_target_pct: 2,
             dirty_spare_rounds: 3,
-            hot_spare_rounds: 4,
+            hot_spare_rounds: 16,
             direct_io: true,
         }
     }
