@@ -117,8 +117,9 @@ pub struct BufferConfig {
 }
 
 /// Heat counts halve every this many pools' worth of page reads. Chosen
-/// by TPC-C reads + writes per transaction (`scripts/ab.sh`): 2 and 4 pools
-/// gave 8.15 and 8.04 I/Os, 8 and 16 the same as 4.
+/// by TPC-C reads + writes per transaction (the flashtree-only run of
+/// `scripts/ab.sh`, 256 tasks): with a cap of 16, 4 and 8 pools gave 8.04
+/// and 8.03 I/Os; 2 pools (cap 64) gave 8.15.
 const HEAT_EPOCH_POOLS: u64 = 4;
 
 /// Frames smallest partition a worker may have.
