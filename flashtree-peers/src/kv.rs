@@ -70,10 +70,8 @@ pub trait Kv {
     /// Reads every key of `keys` in `table` and calls `found(index, value)`
     /// once per key (`None`: absent), in any order. Engines with a batched
     /// read override it (flashtree reads the missed pages concurrently);
-    /// the default reads the keys one by one. RocksDB keeps the default:
-    /// its batched `MultiGet` read about twice the blocks per TPC-C
-    /// transaction here (5.4–6.2 against 2.5–3.8 reads per transaction over
-    /// eight runs), and was no faster.
+    /// the default reads the keys one by one. (RocksDB keeps the default:
+    /// its `MultiGet` read more blocks; see `docs/ARCHITECTURE.md`.)
     async fn get_many(
         &self,
         table: u32,

@@ -156,10 +156,11 @@ pub struct BufferManager {
     free_target_pct: u32,
     dirty_spare_rounds: u8,
     hot_spare_rounds: u8,
-    /// Pages read so far, all workers: the clock of the heat epochs.
-    loads_total: AtomicU64,
-    /// Page reads per heat epoch.
-    heat_epoch_loads: u64,
+    /// The clock of the heat epochs: each worker adds one per
+    /// `HEAT_EPOCH_POOLS` × its frames of page reads, so an epoch (this ÷
+    /// the workers) is about `HEAT_EPOCH_POOLS` pools' worth of reads by
+    /// all workers, without a shared update per read.
+    heat_ticks: AtomicU64,
     next_pid: AtomicU64,
     free_pids: Mutex<Vec<PageId>>,
     write_error: Mutex<Option<String>>,
@@ -210,8 +211,7 @@ impl BufferManager {
             _pool: pool,
             pool_ptr,
             frame_count: frames as u32,
-            loads_total: AtomicU64::new(0),
-            heat_epoch_loads: frames * HEAT_EPOCH_POOLS,
+            heat_ticks: AtomicU64::new(0),
             pages,
             frame_pid: (0..frames).map(|_| AtomicU64::new(NO_PAGE)).collect(),
             frame_dirty: (0..frames).map(|_| AtomicBool::new(false)).collect(),
@@ -318,15 +318,15 @@ impl BufferManager {
 
     /// Counts one more use of `pid` in its heat (a read, or a clock round
     /// that found it referenced) and returns the new count. Counts halve
-    /// every epoch (`heat_epoch_loads` page reads), so they measure recent
+    /// every epoch (see `heat_ticks`), so they measure recent
     /// rounds of use, and they outlive evictions, so a page that is read
     /// back again and again is recognised as hot, which a per-frame
     /// reference bit cannot do. Load and store, not an atomic update: two
     /// workers bumping one page at once lose a count, which only matters
     /// as a heuristic.
     fn bump_heat(&self, pid: PageId) -> u32 {
-        let epoch =
-            (self.loads_total.load(Ordering::Relaxed) / self.heat_epoch_loads) as u32 & 0xFFFF;
+        let epoch = (self.heat_ticks.load(Ordering::Relaxed) / self.partitions.len() as u64) as u32
+            & 0xFFFF;
         let heat = &self.pages.get(pid as usize).heat;
         let word = heat.load(Ordering::Relaxed);
         let age = epoch.wrapping_sub(word >> 16) & 0xFFFF;
@@ -646,6 +646,8 @@ pub struct WorkerBuffer {
     /// Per frame: loaded (or allocated) since the hand last passed, so the
     /// reference the hand finds is the load's, already counted.
     frame_fresh: Vec<bool>,
+    /// Page reads until this worker's next `heat_ticks` tick.
+    heat_tick_countdown: u64,
     writes_in_flight: usize,
     completions: Vec<IoCompletion>,
     load_errors: Vec<(TaskId, Error)>,
@@ -680,6 +682,7 @@ impl WorkerBuffer {
             dirty_spared: vec![0; frames],
             clock_credit: vec![0; frames],
             frame_fresh: vec![false; frames],
+            heat_tick_countdown: frames as u64 * HEAT_EPOCH_POOLS,
             writes_in_flight: 0,
             completions: Vec::with_capacity(io_config.depth as usize),
             load_errors: Vec::new(),
@@ -729,7 +732,12 @@ impl WorkerBuffer {
             return Ok(LoadStart::Busy);
         }
         self.bm.frame_pid[frame as usize].store(pid, Ordering::Release);
-        self.bm.loads_total.fetch_add(1, Ordering::Relaxed);
+        self.heat_tick_countdown -= 1;
+        if self.heat_tick_countdown == 0 {
+            self.heat_tick_countdown =
+                u64::from(self.end_frame - self.first_frame) * HEAT_EPOCH_POOLS;
+            self.bm.heat_ticks.fetch_add(1, Ordering::Relaxed);
+        }
         let heat = self.bm.bump_heat(pid);
         let local = (frame - self.first_frame) as usize;
         self.clock_credit[local] = self.bm.spare_rounds_for(heat);

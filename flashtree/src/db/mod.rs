@@ -25,7 +25,9 @@ pub use reply::Reply;
 
 use crate::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
 use crate::btree::tree::{self, Direction, ScanBatch};
-use crate::buffer::{BufferConfig, BufferManager, OpError, PageId, Restart, MIN_FRAMES_PER_WORKER};
+use crate::buffer::{
+    BufferConfig, BufferManager, LoadStart, OpError, PageId, Restart, MIN_FRAMES_PER_WORKER,
+};
 use crate::error::{Error, Result};
 use crate::io::{
     AlignedBuf, BackendKind, IoChannel, IoConfig, IoRequest, Storage, StorageConfig, PAGE_SIZE,
@@ -695,9 +697,9 @@ impl TaskCtx {
                     Err(OpError::Restart(Restart::Load(pid))) => {
                         self.missed.set(true);
                         match worker::start_read(pid)? {
-                            worker::ReadStart::Started => reads_started += 1,
-                            worker::ReadStart::Resident => {}
-                            worker::ReadStart::Later => must_yield = true,
+                            LoadStart::Started => reads_started += 1,
+                            LoadStart::Resident => {}
+                            LoadStart::Busy | LoadStart::NoFrame => must_yield = true,
                         }
                         again.push(index);
                     }

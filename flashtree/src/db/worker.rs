@@ -12,17 +12,15 @@
 //! A worker with no tasks and no I/O sleeps on its inbox; there is no other
 //! thread in the engine.
 
-use crate::buffer::{OpError, Restart, WorkerBuffer, WorkerIoStats};
+use crate::buffer::{LoadStart, OpError, Restart, WorkerBuffer, WorkerIoStats};
 use crate::error::{Error, Result};
 use crate::io::IoConfig;
 use crate::sched::{current_task, park_current, yield_now, Executor};
 use std::cell::Cell;
 use std::collections::VecDeque;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
-use std::task::{Context, Poll};
+use std::task::Poll;
 
 /// Work handed to a worker: it runs on the worker thread and spawns tasks.
 pub(crate) type Job = Box<dyn FnOnce(&mut Executor) + Send>;
@@ -104,61 +102,23 @@ pub(crate) fn with_local<R>(f: impl FnOnce(&mut WorkerBuffer) -> R) -> R {
     f(unsafe { &mut *ptr })
 }
 
-/// Resolves once, after being parked and woken (by the read's completion).
-struct Parked {
-    parked: bool,
-}
-
-impl Future for Parked {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if self.parked {
-            return Poll::Ready(());
-        }
-        self.parked = true;
-        park_current();
-        Poll::Pending
-    }
+/// Starts reading `pid` for the current task without waiting for it; on
+/// `Started`, wait with [`reads_done`].
+pub(crate) fn start_read(pid: u64) -> Result<LoadStart> {
+    let task = current_task().expect("start_read outside a task");
+    with_local(|wb| wb.start_load(pid, task))
 }
 
 /// Brings `pid` into memory (or waits for whoever is loading it).
 pub(crate) async fn load_page(pid: u64) -> Result<()> {
-    let task = current_task().expect("load_page outside a task");
-    match with_local(|wb| wb.start_load(pid, task))? {
-        crate::buffer::LoadStart::Started => {
-            Parked { parked: false }.await;
-            match with_local(|wb| wb.take_load_error(task)) {
-                Some(e) => Err(e),
-                None => Ok(()),
-            }
-        }
-        crate::buffer::LoadStart::Resident => Ok(()),
-        crate::buffer::LoadStart::Busy | crate::buffer::LoadStart::NoFrame => {
+    match start_read(pid)? {
+        LoadStart::Started => reads_done().await,
+        LoadStart::Resident => Ok(()),
+        LoadStart::Busy | LoadStart::NoFrame => {
             yield_now().await;
             Ok(())
         }
     }
-}
-
-/// What [`start_read`] did.
-pub(crate) enum ReadStart {
-    /// This task's read is in flight: wait with [`reads_done`].
-    Started,
-    /// The page is in memory now: retry at once.
-    Resident,
-    /// Another task is loading it, or no frame or queue slot is free: yield
-    /// and retry.
-    Later,
-}
-
-/// Starts reading `pid` for the current task without waiting for it.
-pub(crate) fn start_read(pid: u64) -> Result<ReadStart> {
-    let task = current_task().expect("start_read outside a task");
-    Ok(match with_local(|wb| wb.start_load(pid, task))? {
-        crate::buffer::LoadStart::Started => ReadStart::Started,
-        crate::buffer::LoadStart::Resident => ReadStart::Resident,
-        crate::buffer::LoadStart::Busy | crate::buffer::LoadStart::NoFrame => ReadStart::Later,
-    })
 }
 
 /// Waits until every read the current task started has completed; returns
