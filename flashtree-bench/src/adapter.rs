@@ -380,6 +380,10 @@ impl Kv for FlashtreeKv {
         self.ctx.delete(tree, key).await.map_err(engine_error)
     }
 
+    fn page_reads(&self) -> Option<u64> {
+        Some(self.ctx.page_reads())
+    }
+
     async fn get_many(
         &self,
         table: u32,
@@ -440,6 +444,39 @@ mod tests {
             ..FlashtreeSettings::default()
         };
         FlashtreeEngine::open(&config, &settings).expect("open flashtree")
+    }
+
+    /// Page reads per operation kind: lookups of a store ~10× the 64-page
+    /// pool read pages, at most the tree's depth per lookup on average, and
+    /// are all counted under reads.
+    #[test]
+    fn page_reads_are_counted_per_operation_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), TINY_POOL_PAGES, 1, 1);
+        let workload = Workload::Lookup(Lookup::new(20_000, None).unwrap());
+        let spec = |phase| PhaseSpec {
+            phase,
+            threads: 8,
+            duration: Duration::from_millis(300),
+            rate_ops_per_sec: None,
+            seed: 5,
+            dir: dir.path(),
+            progress: false,
+            profile_dir: None,
+        };
+        run_phase(&engine, &workload, &spec(Phase::Load)).unwrap();
+        let run = run_phase(&engine, &workload, &spec(Phase::Run)).unwrap();
+        let read = flashtree_peers::workload::OpKind::Read as usize;
+        let (ops, reads) = (
+            run.stats.ops_by_kind[read],
+            run.stats.page_reads_by_kind[read],
+        );
+        assert!(ops > 100, "{ops} lookups");
+        assert!(reads > ops / 2, "{reads} page reads for {ops} lookups");
+        assert!(reads <= 3 * ops, "{reads} page reads for {ops} lookups");
+        let others: u64 = run.stats.page_reads_by_kind.iter().sum::<u64>() - reads;
+        assert_eq!(others, 0, "only lookups ran");
+        Box::new(engine).close().unwrap();
     }
 
     /// `--tasks 2,6`: the driver runs one Run phase per value with that

@@ -142,6 +142,9 @@ pub struct EngineRun {
     pub memory_limit: String,
     pub durability: String,
     pub ops_by_kind: Vec<(String, u64)>,
+    /// Page reads per operation of each kind (empty: the engine does not
+    /// count reads per handle).
+    pub page_reads_per_op_by_kind: Vec<(String, f64)>,
     pub sweep: Vec<(usize, f64)>,
     pub ops_per_second: Vec<u64>,
     /// (latency µs, fraction of operations at or below).
@@ -498,6 +501,17 @@ fn engine_run(
                 (
                     kind.name().to_string(),
                     best.stats.ops_by_kind[*kind as usize],
+                )
+            })
+            .collect(),
+        page_reads_per_op_by_kind: OpKind::ALL
+            .iter()
+            .filter(|kind| best.stats.page_reads_by_kind[**kind as usize] > 0)
+            .map(|kind| {
+                let at = *kind as usize;
+                (
+                    kind.name().to_string(),
+                    best.stats.page_reads_by_kind[at] as f64 / best.stats.ops_by_kind[at] as f64,
                 )
             })
             .collect(),

@@ -71,11 +71,11 @@ fn thread_stats_enter(job_id: usize) {
 }
 
 /// Records one operation into this thread's stats.
-fn thread_stats_record(kind: OpKind, latency_ns: u64, second: u64) {
+fn thread_stats_record(kind: OpKind, latency_ns: u64, second: u64, page_reads: Option<u64>) {
     THREAD_STATS.with(|cell| {
         let mut slot = cell.borrow_mut();
         let shared = slot.as_mut().expect("thread_stats_enter ran first");
-        shared.stats.record(kind, latency_ns, second);
+        shared.stats.record(kind, latency_ns, second, page_reads);
     });
 }
 
@@ -170,6 +170,9 @@ pub struct TaskStats {
     pub ops_count: u64,
     /// Operations by kind, indexed by [`OpKind`] as usize.
     pub ops_by_kind: [u64; OP_KIND_COUNT],
+    /// Page reads by operation kind (engines whose handles count them; see
+    /// [`Kv::page_reads`]), indexed as `ops_by_kind`.
+    pub page_reads_by_kind: [u64; OP_KIND_COUNT],
     /// Latency per operation in ns (open loop: from the scheduled arrival).
     pub latency_ns: Histogram<u64>,
     /// Operations completed in each second of the run.
@@ -182,6 +185,7 @@ impl TaskStats {
         TaskStats {
             ops_count: 0,
             ops_by_kind: [0; OP_KIND_COUNT],
+            page_reads_by_kind: [0; OP_KIND_COUNT],
             latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, LATENCY_SIGNIFICANT_DIGITS)
                 .expect("static histogram bounds are valid"),
             ops_per_second: Vec::new(),
@@ -191,6 +195,13 @@ impl TaskStats {
     pub fn merge(&mut self, other: &TaskStats) {
         self.ops_count += other.ops_count;
         for (mine, theirs) in self.ops_by_kind.iter_mut().zip(other.ops_by_kind.iter()) {
+            *mine += theirs;
+        }
+        for (mine, theirs) in self
+            .page_reads_by_kind
+            .iter_mut()
+            .zip(other.page_reads_by_kind.iter())
+        {
             *mine += theirs;
         }
         // Both histograms have the same bounds, so `add` cannot fail.
@@ -210,9 +221,10 @@ impl TaskStats {
         }
         total
     }
-    fn record(&mut self, kind: OpKind, latency_ns: u64, second: u64) {
+    fn record(&mut self, kind: OpKind, latency_ns: u64, second: u64, page_reads: Option<u64>) {
         self.ops_count += 1;
         self.ops_by_kind[kind as usize] += 1;
+        self.page_reads_by_kind[kind as usize] += page_reads.unwrap_or(0);
         let _ = self.latency_ns.record(latency_ns.clamp(1, LATENCY_NS_MAX));
         let second = second.min(RUN_SECONDS_MAX) as usize;
         if self.ops_per_second.len() <= second {
@@ -327,13 +339,19 @@ impl Job<'_> {
                 }
                 None => now,
             };
+            let reads_before = kv.page_reads();
             let kind = self.workload.op(kv, state).await?;
             let done = Instant::now();
             let latency_ns = done.saturating_duration_since(began).as_nanos() as u64;
+            let page_reads = kv
+                .page_reads()
+                .zip(reads_before)
+                .map(|(after, before)| after - before);
             thread_stats_record(
                 kind,
                 latency_ns,
                 done.duration_since(control.start).as_secs(),
+                page_reads,
             );
             unreported_ops += 1;
             if unreported_ops == PROGRESS_BATCH_OPS {

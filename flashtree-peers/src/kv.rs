@@ -85,6 +85,12 @@ pub trait Kv {
         }
         Ok(())
     }
+    /// Pages this handle has read from the device so far, for engines that
+    /// count them per handle (flashtree: per task); None otherwise. The
+    /// harness reports page reads per operation kind from it.
+    fn page_reads(&self) -> Option<u64> {
+        None
+    }
     /// Waits until `deadline` (open-loop pacing). The default yields in a
     /// loop, which suits cooperative executors; thread-based handles sleep.
     async fn idle_until(&self, deadline: Instant) {

@@ -109,6 +109,14 @@ pub fn write_report(
         let _ = writeln!(text, "  - memory: {}", run.memory_limit);
         let _ = writeln!(text, "  - sweep: {}", sweep.join(", "));
         let _ = writeln!(text, "  - operations: {:?}", run.ops_by_kind);
+        if !run.page_reads_per_op_by_kind.is_empty() {
+            let reads: Vec<String> = run
+                .page_reads_per_op_by_kind
+                .iter()
+                .map(|(kind, reads)| format!("{kind} {reads:.2}"))
+                .collect();
+            let _ = writeln!(text, "  - page reads per operation: {}", reads.join(", "));
+        }
         let _ = writeln!(text, "  - consistency: {}", run.consistency);
     }
     if args.profile {

@@ -34,14 +34,14 @@ use crate::io::{
 };
 use crate::sched::Executor;
 use reply::reply_pair;
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use worker::{run_op, Job, WorkerShared};
+use worker::{run_op, Job, TaskReads, WorkerShared};
 
 pub use crate::btree::tree::Direction as ScanDirection;
 
@@ -227,7 +227,7 @@ impl Db {
             )));
         }
         let root = self.call(0, |ctx| async move {
-            run_op(&ctx.missed, |wb| {
+            run_op(&ctx.reads, |wb| {
                 let bm = ctx.inner.bm.clone();
                 let mut page = wb.alloc_page(&bm)?;
                 tree::init_root(page.page_mut());
@@ -354,7 +354,7 @@ impl Db {
                             inner: inner.clone(),
                             worker: w,
                             task: t,
-                            missed: Cell::new(false),
+                            reads: TaskReads::default(),
                             last_puts: RefCell::new(LastPuts::default()),
                         };
                         let task = make_task(ctx);
@@ -420,7 +420,7 @@ impl Db {
                         "page {pid} is referenced twice, is page 0 or is free"
                     )));
                 }
-                let report = run_op(&ctx.missed, |_| {
+                let report = run_op(&ctx.reads, |_| {
                     tree::check_node(&ctx.inner.bm, pid, &lower, &upper)
                 })
                 .await?;
@@ -520,7 +520,7 @@ impl Db {
                     inner,
                     worker,
                     task: 0,
-                    missed: Cell::new(false),
+                    reads: TaskReads::default(),
                     last_puts: RefCell::new(LastPuts::default()),
                 };
                 let task = make(ctx);
@@ -625,7 +625,7 @@ pub struct TaskCtx {
     inner: Arc<DbInner>,
     worker: usize,
     task: usize,
-    missed: Cell<bool>,
+    reads: TaskReads,
     /// The key of this task's last put per tree: lets splits recognise a
     /// task inserting ascending keys (see `tree::insert`).
     last_puts: RefCell<LastPuts>,
@@ -644,7 +644,13 @@ impl TaskCtx {
 
     /// True if a page had to be read since the last call (and resets it).
     pub fn take_missed(&self) -> bool {
-        self.missed.replace(false)
+        self.reads.missed.replace(false)
+    }
+
+    /// Pages this task has read so far (reads it started; a page another
+    /// task was loading is not counted again).
+    pub fn page_reads(&self) -> u64 {
+        self.reads.started.get()
     }
 
     /// Looks up `key`; copies the value into `value` and returns true if found.
@@ -656,8 +662,7 @@ impl TaskCtx {
             Err(tree::LookupStop::Miss { child, parent }) => {
                 // Load it now, then go on from there; on any conflict the
                 // restartable lookup below starts over from the root.
-                self.missed.set(true);
-                worker::load_page(child).await?;
+                worker::load_page(child, &self.reads).await?;
                 if let Some(parent) = parent {
                     if let Ok(found) = tree::lookup_resume(bm, parent, child, key, value) {
                         return Ok(found);
@@ -666,7 +671,7 @@ impl TaskCtx {
             }
             Err(tree::LookupStop::Restart(_)) => {}
         }
-        run_op(&self.missed, |_| tree::lookup(bm, tree.root, key, value)).await
+        run_op(&self.reads, |_| tree::lookup(bm, tree.root, key, value)).await
     }
 
     /// Looks up every key of `keys` and calls `found(index, value)` for
@@ -695,8 +700,9 @@ impl TaskCtx {
                     Ok(false) => found(index, None),
                     Err(OpError::Fatal(e)) => return Err(e),
                     Err(OpError::Restart(Restart::Load(pid))) => {
-                        self.missed.set(true);
-                        match worker::start_read(pid)? {
+                        let start = worker::start_read(pid)?;
+                        self.reads.note_miss(matches!(start, LoadStart::Started));
+                        match start {
                             LoadStart::Started => reads_started += 1,
                             LoadStart::Resident => {}
                             LoadStart::Busy | LoadStart::NoFrame => must_yield = true,
@@ -728,7 +734,7 @@ impl TaskCtx {
         // task's own puts do not overlap.
         let last_key = self.last_puts.borrow_mut().take(tree.root);
         let previous_key = last_key.as_deref();
-        let result = run_op(&self.missed, |wb| {
+        let result = run_op(&self.reads, |wb| {
             tree::insert(bm, wb, tree.root, key, value, previous_key)
         })
         .await;
@@ -742,7 +748,7 @@ impl TaskCtx {
     pub async fn delete(&self, tree: Tree, key: &[u8]) -> Result<bool> {
         check_key(key)?;
         let bm = &self.inner.bm;
-        let found = run_op(&self.missed, |_| tree::remove(bm, tree.root, key)).await?;
+        let found = run_op(&self.reads, |_| tree::remove(bm, tree.root, key)).await?;
         if found {
             // The merge inside `remove` gives up when a neighbour is not in
             // memory; this loads it, so that deletes shrink the tree even
@@ -750,7 +756,7 @@ impl TaskCtx {
             // restarts (a bound against thrashing a pool too small for the
             // working set of all tasks).
             let mut attempts_left = 64u32;
-            run_op(&self.missed, |_| {
+            run_op(&self.reads, |_| {
                 if attempts_left == 0 {
                     return Ok(());
                 }
@@ -774,7 +780,7 @@ impl TaskCtx {
         let mut batch = ScanBatch::default();
         let mut from = start.to_vec();
         loop {
-            run_op(&self.missed, |_| {
+            run_op(&self.reads, |_| {
                 tree::scan_leaf(bm, tree.root, &from, direction, &mut batch)
             })
             .await?;
@@ -811,7 +817,7 @@ impl Iterator for RangeIter<'_> {
             let fetched = self.db.submit(worker, move |ctx| async move {
                 let mut batch = ScanBatch::default();
                 let bm = &ctx.inner.bm;
-                run_op(&ctx.missed, |_| {
+                run_op(&ctx.reads, |_| {
                     tree::scan_leaf(bm, tree.root, &from, direction, &mut batch)
                 })
                 .await?;

@@ -109,9 +109,29 @@ pub(crate) fn start_read(pid: u64) -> Result<LoadStart> {
     with_local(|wb| wb.start_load(pid, task))
 }
 
+/// A task's page misses, kept by its `TaskCtx`.
+#[derive(Default)]
+pub(crate) struct TaskReads {
+    /// A page had to be read or waited for since `TaskCtx::take_missed`.
+    pub(crate) missed: Cell<bool>,
+    /// Page reads this task started.
+    pub(crate) started: Cell<u64>,
+}
+
+impl TaskReads {
+    /// Notes a miss; `read_started` when this task's own read went out.
+    pub(crate) fn note_miss(&self, read_started: bool) {
+        self.missed.set(true);
+        self.started
+            .set(self.started.get() + u64::from(read_started));
+    }
+}
+
 /// Brings `pid` into memory (or waits for whoever is loading it).
-pub(crate) async fn load_page(pid: u64) -> Result<()> {
-    match start_read(pid)? {
+pub(crate) async fn load_page(pid: u64, reads: &TaskReads) -> Result<()> {
+    let start = start_read(pid)?;
+    reads.note_miss(matches!(start, LoadStart::Started));
+    match start {
         LoadStart::Started => reads_done().await,
         LoadStart::Resident => Ok(()),
         LoadStart::Busy | LoadStart::NoFrame => {
@@ -143,19 +163,16 @@ pub(crate) async fn reads_done() -> Result<()> {
 }
 
 /// Runs a synchronous tree operation to completion: loads what it misses,
-/// yields on conflicts, restarts. Sets `missed` when a page had to be read.
+/// yields on conflicts, restarts; counts its misses in `reads`.
 pub(crate) async fn run_op<T>(
-    missed: &Cell<bool>,
+    reads: &TaskReads,
     mut op: impl FnMut(&mut WorkerBuffer) -> std::result::Result<T, OpError>,
 ) -> Result<T> {
     loop {
         match with_local(&mut op) {
             Ok(v) => return Ok(v),
             Err(OpError::Fatal(e)) => return Err(e),
-            Err(OpError::Restart(Restart::Load(pid))) => {
-                missed.set(true);
-                load_page(pid).await?;
-            }
+            Err(OpError::Restart(Restart::Load(pid))) => load_page(pid, reads).await?,
             Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => yield_now().await,
         }
     }
