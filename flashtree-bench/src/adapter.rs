@@ -51,6 +51,10 @@ pub struct FlashtreeSettings {
     pub tasks_sweep: Vec<usize>,
     /// I/O backend of every worker's channel.
     pub backend: BackendKind,
+    /// `Options::dirty_spare_rounds`.
+    pub dirty_spare_rounds: u8,
+    /// `Options::hot_spare_rounds`.
+    pub hot_spare_rounds: u8,
 }
 
 impl Default for FlashtreeSettings {
@@ -60,6 +64,8 @@ impl Default for FlashtreeSettings {
             tasks_per_worker: TASKS_PER_WORKER_DEFAULT,
             tasks_sweep: Vec::new(),
             backend: BackendKind::IoUring,
+            dirty_spare_rounds: Options::default().dirty_spare_rounds,
+            hot_spare_rounds: Options::default().hot_spare_rounds,
         }
     }
 }
@@ -105,6 +111,8 @@ impl FlashtreeEngine {
                 ..IoConfig::default()
             },
             direct_io: true,
+            dirty_spare_rounds: settings.dirty_spare_rounds,
+            hot_spare_rounds: settings.hot_spare_rounds,
             ..Options::default()
         };
         let db = Db::open(&config.dir, options).map_err(|e| format!("flashtree: open: {e}"))?;
@@ -125,11 +133,14 @@ impl FlashtreeEngine {
         };
         let mut line = format!(
             "{workers} worker(s) × {tasks_text}; pool {} MiB ({} pages of {PAGE_SIZE} B); \
-             direct I/O; backend {} (depth {io_depth}/worker); WAL: none (flashtree has no WAL yet; \
+             direct I/O; backend {} (depth {io_depth}/worker); clock spares dirty pages {} rounds, \
+             hot pages up to {}; WAL: none (flashtree has no WAL yet; \
              dirty pages are written at eviction and close)",
             pool_bytes >> 20,
             pool_bytes / PAGE_SIZE as u64,
             settings.backend,
+            settings.dirty_spare_rounds,
+            settings.hot_spare_rounds,
         );
         for note in db.notes() {
             line.push_str("; ");

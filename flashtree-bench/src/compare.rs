@@ -55,6 +55,14 @@ pub struct CompareArgs {
     /// flashtree I/O backend: io_uring, libaio or sync.
     #[arg(long, default_value = "io_uring")]
     pub backend: String,
+    /// flashtree clock: marked rounds a dirty page is spared
+    /// (`Options::dirty_spare_rounds`).
+    #[arg(long, default_value_t = flashtree::db::Options::default().dirty_spare_rounds)]
+    pub dirty_spare_rounds: u8,
+    /// flashtree clock: most marked rounds a page is spared for its heat
+    /// (`Options::hot_spare_rounds`; 0 = plain second chance).
+    #[arg(long, default_value_t = flashtree::db::Options::default().hot_spare_rounds)]
+    pub hot_spare_rounds: u8,
 }
 
 /// Runs the comparison.
@@ -124,6 +132,8 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
         tasks_per_worker: tasks_sweep.iter().copied().max().unwrap_or(1),
         tasks_sweep,
         backend,
+        dirty_spare_rounds: args.dirty_spare_rounds,
+        hot_spare_rounds: args.hot_spare_rounds,
     };
     Ok((settings, workload.dataset_bytes(), cores))
 }

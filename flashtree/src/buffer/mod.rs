@@ -116,10 +116,9 @@ pub struct BufferConfig {
     pub hot_spare_rounds: u8,
 }
 
-/// Heat counts halve every this many pools' worth of page reads. Chosen
-/// by TPC-C reads + writes per transaction (the flashtree-only run of
-/// `scripts/ab.sh`, 256 tasks): with a cap of 16, 4 and 8 pools gave 8.04
-/// and 8.03 I/Os; 2 pools (cap 64) gave 8.15.
+/// Heat counts halve every this many pools' worth of page reads: long
+/// enough to remember a page read back once every few clock rounds, short
+/// enough to forget a hot spot that moved.
 const HEAT_EPOCH_POOLS: u64 = 4;
 
 /// Frames smallest partition a worker may have.
