@@ -65,6 +65,10 @@ pub struct LookupArgs {
     /// I/O requests in flight per worker at most.
     #[arg(long, default_value_t = 512)]
     pub io_depth: u32,
+    /// Requests submitted to the kernel and unfinished at most, per worker
+    /// (0 = no limit); by default the disk's request queue size.
+    #[arg(long)]
+    pub max_submitted: Option<u32>,
     /// Device model (from `flashtree model fit`) to choose the tasks per
     /// worker; `model.json` in the store directory is used when present.
     #[arg(long)]
@@ -142,6 +146,7 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
         io: IoConfig {
             backend,
             depth: args.io_depth.max(tasks as u32 + 64),
+            max_submitted: args.max_submitted,
             ..IoConfig::default()
         },
         ..Options::default()

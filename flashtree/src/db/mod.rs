@@ -694,6 +694,9 @@ impl TaskCtx {
         let mut value = Vec::new();
         while !pending.is_empty() {
             let (mut reads_started, mut must_yield) = (0usize, false);
+            // A page another task is reading in, to wait for when this
+            // round started no read of its own.
+            let mut loading = None;
             for &index in &pending {
                 match tree::lookup(bm, tree.root, keys[index].as_ref(), &mut value) {
                     Ok(true) => found(index, Some(&value)),
@@ -705,8 +708,14 @@ impl TaskCtx {
                         match start {
                             LoadStart::Started => reads_started += 1,
                             LoadStart::Resident => {}
+                            LoadStart::Loading => loading = Some(pid),
                             LoadStart::Busy | LoadStart::NoFrame => must_yield = true,
                         }
+                        again.push(index);
+                    }
+                    Err(OpError::Restart(Restart::Loading(pid))) => {
+                        self.reads.note_miss(false);
+                        loading = Some(pid);
                         again.push(index);
                     }
                     Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => {
@@ -719,6 +728,8 @@ impl TaskCtx {
             again.clear();
             if reads_started > 0 {
                 worker::reads_done().await?;
+            } else if let Some(pid) = loading {
+                worker::wait_loaded(pid).await;
             } else if must_yield {
                 crate::sched::yield_now().await;
             }
@@ -883,13 +894,26 @@ fn start_workers(
 ) -> Result<(Vec<WorkerThread>, Vec<String>)> {
     let mut threads = Vec::new();
     let mut notes = Vec::new();
+    let mut io_config = options.io.clone();
+    if io_config.max_submitted.is_none() {
+        // The workers share the disks' request queues.
+        let capacity = inner.bm.storage().request_queue_capacity();
+        let per_worker = capacity.map_or(0, |c| (c / options.workers as u32).max(1));
+        io_config.max_submitted = Some(per_worker);
+        notes.push(match capacity {
+            Some(c) => {
+                format!("at most {per_worker} requests submitted per worker (the disks queue {c})")
+            }
+            None => "disk request queue size unknown: submissions not limited".into(),
+        });
+    }
     for w in 0..options.workers {
         let (tx, rx) = std::sync::mpsc::channel();
         let (bm, shared, shutdown, io) = (
             inner.bm.clone(),
             inner.workers.clone(),
             inner.shutdown.clone(),
-            options.io.clone(),
+            io_config.clone(),
         );
         let handle = std::thread::Builder::new()
             .name(format!("flashtree-w{w}"))

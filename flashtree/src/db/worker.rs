@@ -134,11 +134,37 @@ pub(crate) async fn load_page(pid: u64, reads: &TaskReads) -> Result<()> {
     match start {
         LoadStart::Started => reads_done().await,
         LoadStart::Resident => Ok(()),
+        LoadStart::Loading => {
+            wait_loaded(pid).await;
+            Ok(())
+        }
         LoadStart::Busy | LoadStart::NoFrame => {
             yield_now().await;
             Ok(())
         }
     }
+}
+
+/// Waits, parked, until `pid` is no longer being read in by another task
+/// (of this worker or another one). Its reader may fail; the caller
+/// restarts and finds out.
+pub(crate) async fn wait_loaded(pid: u64) {
+    let task = current_task().expect("wait_loaded outside a task");
+    let mut registered = false;
+    std::future::poll_fn(|_| {
+        if registered {
+            // Only the loop's wake of the waiters polls a parked task.
+            return Poll::Ready(());
+        }
+        if with_local(|wb| wb.wait_for_load(pid, task)) {
+            registered = true;
+            park_current();
+            Poll::Pending
+        } else {
+            Poll::Ready(())
+        }
+    })
+    .await
 }
 
 /// Waits until every read the current task started has completed; returns
@@ -173,6 +199,10 @@ pub(crate) async fn run_op<T>(
             Ok(v) => return Ok(v),
             Err(OpError::Fatal(e)) => return Err(e),
             Err(OpError::Restart(Restart::Load(pid))) => load_page(pid, reads).await?,
+            Err(OpError::Restart(Restart::Loading(pid))) => {
+                reads.note_miss(false);
+                wait_loaded(pid).await
+            }
             Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => yield_now().await,
         }
     }

@@ -97,10 +97,11 @@ impl AioBackend {
 
     /// io_submit of everything queued. A request the kernel refuses becomes
     /// an error completion; EAGAIN leaves the rest queued for the next call.
-    pub(crate) fn submit(&mut self) -> Result<usize> {
+    pub(crate) fn submit(&mut self, limit: usize) -> Result<usize> {
         let mut done = 0;
-        while done < self.queued.len() {
-            let rest = &mut self.queued[done..];
+        let end = self.queued.len().min(limit);
+        while done < end {
+            let rest = &mut self.queued[done..end];
             // SAFETY: each pointer addresses an iocb in self.iocbs, which is
             // never reallocated and stays untouched until its completion.
             let rc = unsafe {

@@ -116,6 +116,8 @@ pub struct IoChannel {
     queued_count: u32,
     submit_batch: u32,
     submit_busy_depth: u32,
+    /// `IoConfig::max_submitted` resolved; usize::MAX = no limit.
+    max_submitted: usize,
     notes: Vec<String>,
     _not_sync: PhantomData<*mut ()>,
 }
@@ -132,6 +134,13 @@ impl IoChannel {
             )));
         }
         let mut notes = Vec::new();
+        let max_submitted = match config
+            .max_submitted
+            .unwrap_or_else(|| storage.request_queue_capacity().unwrap_or(0))
+        {
+            0 => usize::MAX,
+            n => n as usize,
+        };
         let backend = match config.backend {
             BackendKind::IoUring => {
                 Backend::Uring(Box::new(UringBackend::new(&storage, config, &mut notes)?))
@@ -147,6 +156,7 @@ impl IoChannel {
             queued_count: 0,
             submit_batch: config.submit_batch,
             submit_busy_depth: config.submit_busy_depth,
+            max_submitted,
             notes,
             _not_sync: PhantomData,
         })
@@ -266,16 +276,30 @@ impl IoChannel {
     /// io_uring and libaio; the sync backend performs them here). Returns how
     /// many were submitted. Requests the kernel refuses complete with an error.
     pub fn submit(&mut self) -> Result<usize> {
-        if self.queued_count == 0 {
+        let limit = self.submit_room();
+        if limit == 0 {
             return Ok(0);
         }
         let submitted = match &mut self.backend {
-            Backend::Uring(uring) => uring.submit()?,
-            Backend::Aio(aio) => aio.submit()?,
-            Backend::Sync(sync) => sync.submit(&self.slots, &self.storage),
+            Backend::Uring(uring) => uring.submit(limit)?,
+            Backend::Aio(aio) => aio.submit(limit)?,
+            Backend::Sync(sync) => sync.submit(&self.slots, &self.storage, limit),
         };
         self.queued_count -= submitted as u32;
         Ok(submitted)
+    }
+
+    /// Queued requests that may go to the kernel now: all of them, or as
+    /// many as keep the submitted, unfinished ones within `max_submitted`.
+    fn submit_room(&self) -> usize {
+        let queued = self.queued_count as usize;
+        let unfinished = self.in_flight() - queued;
+        queued.min(self.max_submitted.saturating_sub(unfinished))
+    }
+
+    /// Submitted requests that have not been reaped.
+    pub fn submitted(&self) -> usize {
+        self.in_flight() - self.queued_count as usize
     }
 
     /// Appends the completions that have arrived, without blocking.
@@ -283,13 +307,15 @@ impl IoChannel {
         self.reap(0, out)
     }
 
-    /// Submits what is queued and blocks until at least `min` completions
-    /// have arrived (at most what is in flight), appending them to `out`.
+    /// Submits what is queued (within `max_submitted`) and blocks until at
+    /// least `min` completions have arrived (at most what is then
+    /// submitted), appending them to `out`.
     pub fn wait(&mut self, min: usize, out: &mut Vec<IoCompletion>) -> Result<usize> {
-        let in_flight = self.in_flight();
+        let limit = self.submit_room();
+        let reapable = self.submitted() + limit;
         if let Backend::Uring(uring) = &mut self.backend {
             // One io_uring_enter both submits the queued requests and waits.
-            let min = min.min(in_flight);
+            let min = min.min(reapable);
             let before = out.len();
             let IoChannel {
                 slots,
@@ -298,14 +324,14 @@ impl IoChannel {
                 queued_count,
                 ..
             } = self;
-            let submitted = uring.submit_and_reap(min, &mut |index, res| {
+            let submitted = uring.submit_and_reap(min, limit, &mut |index, res| {
                 finish(slots, free_slots, storage, out, index, res)
             })?;
             *queued_count -= submitted as u32;
             return Ok(out.len() - before);
         }
         self.submit()?;
-        let min = min.min(self.in_flight() - self.queued());
+        let min = min.min(self.submitted());
         self.reap(min, out)
     }
 

@@ -135,6 +135,14 @@ pub struct IoConfig {
     /// read at the same IOPS (`flashtree iobench --batch 4,0`). 0 = never
     /// stop (always batches of `submit_batch`).
     pub submit_busy_depth: u32,
+    /// Most submitted requests unfinished in the kernel at once; the others
+    /// wait in the channel and go out as earlier ones finish. A block device
+    /// queues `nr_requests` requests (256 for this machine's virtio disk);
+    /// a submitter beyond that sleeps in the kernel until one finishes and
+    /// dispatches to the device itself. `None` (default): the disks'
+    /// [`Storage::request_queue_capacity`] (`Db` divides it among its
+    /// workers), no limit where it is unknown. `Some(0)`: no limit.
+    pub max_submitted: Option<u32>,
 }
 
 impl Default for IoConfig {
@@ -148,6 +156,7 @@ impl Default for IoConfig {
             register_buffers: true,
             submit_batch: 4,
             submit_busy_depth: 64,
+            max_submitted: None,
         }
     }
 }

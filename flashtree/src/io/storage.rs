@@ -79,6 +79,19 @@ pub(crate) struct Mapped {
     pub(crate) device_offset: u64,
 }
 
+/// `nr_requests` of the disk `major:minor` (a partition's is its disk's).
+fn nr_requests_of(major: u32, minor: u32) -> Option<u32> {
+    let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
+    [
+        base.join("queue/nr_requests"),
+        base.join("../queue/nr_requests"),
+    ]
+    .iter()
+    .find_map(|path| std::fs::read_to_string(path).ok())
+    .and_then(|text| text.trim().parse().ok())
+    .filter(|&n: &u32| n > 0)
+}
+
 impl Storage {
     /// Opens (creating and preallocating as configured) the devices.
     pub fn open(config: &StorageConfig) -> Result<Storage> {
@@ -105,6 +118,34 @@ impl Storage {
             storage.grow_to(config.min_capacity_bytes)?;
         }
         Ok(storage)
+    }
+
+    /// Requests the kernel's block layer queues at once for the disks under
+    /// this set: the sum of `queue/nr_requests` in sysfs over the distinct
+    /// disks that hold the files or are the devices. Submitting more than
+    /// this blocks the submitter in the kernel until a request finishes
+    /// (and makes it dispatch and notify the device itself). None when a
+    /// disk's queue is not found (e.g. tmpfs, overlay or no sysfs).
+    pub fn request_queue_capacity(&self) -> Option<u32> {
+        let mut disks: Vec<(u32, u32)> = Vec::new();
+        for device in &self.devices {
+            let meta = device.file.metadata().ok()?;
+            use std::os::unix::fs::MetadataExt;
+            let dev = if device.is_block_device {
+                meta.rdev()
+            } else {
+                meta.dev()
+            };
+            let disk = (libc::major(dev), libc::minor(dev));
+            if !disks.contains(&disk) {
+                disks.push(disk);
+            }
+        }
+        let mut total: u32 = 0;
+        for (major, minor) in disks {
+            total = total.saturating_add(nr_requests_of(major, minor)?);
+        }
+        (total > 0).then_some(total)
     }
 
     /// Number of devices in the set.

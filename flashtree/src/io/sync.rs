@@ -22,10 +22,11 @@ impl SyncBackend {
         self.queued.push(index);
     }
 
-    /// Performs every queued request now; returns how many.
-    pub(crate) fn submit(&mut self, slots: &[Slot], storage: &Storage) -> usize {
-        let count = self.queued.len();
-        for index in self.queued.drain(..) {
+    /// Performs up to `limit` queued requests (oldest first) now; returns
+    /// how many.
+    pub(crate) fn submit(&mut self, slots: &[Slot], storage: &Storage, limit: usize) -> usize {
+        let count = self.queued.len().min(limit);
+        for index in self.queued.drain(..count) {
             let slot = &slots[index as usize];
             let fd = storage.fd(slot.device as usize);
             let res = perform(slot, fd);

@@ -6,6 +6,11 @@ use super::{AlignedBuf, Feature, IoConfig, IoOp, Storage};
 use crate::error::{Error, Result};
 use io_uring::{opcode, squeue, types, IoUring};
 
+/// `io_uring_enter` flag: wait for / reap completions (the crate keeps its
+/// copy private). The CQ holds twice the ring's entries and the channel never
+/// has more requests than entries, so it cannot overflow and needs no flush.
+const IORING_ENTER_GETEVENTS: u32 = 1;
+
 /// Most bytes one registered buffer may span (kernel limit: 1 GiB).
 const FIXED_BUFFER_MAX_BYTES: usize = 1 << 30;
 
@@ -231,10 +236,11 @@ impl UringBackend {
         }
     }
 
-    /// Submits all pending SQEs with one io_uring_enter. Transient refusals
-    /// (EAGAIN, EBUSY, EINTR) leave them queued for the next call.
-    pub(crate) fn submit(&mut self) -> Result<usize> {
-        match self.ring.submit() {
+    /// Submits up to `limit` pending SQEs (oldest first) with one
+    /// io_uring_enter. Transient refusals (EAGAIN, EBUSY, EINTR) leave them
+    /// queued for the next call.
+    pub(crate) fn submit(&mut self, limit: usize) -> Result<usize> {
+        match self.enter(limit, 0) {
             Ok(n) => {
                 let n = n.min(self.sq_pending);
                 self.sq_pending -= n;
@@ -259,25 +265,32 @@ impl UringBackend {
     pub(crate) fn reap_ready(&mut self, on_done: &mut dyn FnMut(u32, i64)) {
         if self.drain(on_done) == 0 && self.ring.params().is_setup_iopoll() {
             // Polled rings only complete when asked to reap.
-            let _ = self.ring.submit();
+            let _ = self.enter(0, 0);
             self.drain(on_done);
         }
     }
 
-    /// Submits what is pending and waits for `min` completions with as few
-    /// io_uring_enter calls as possible (one in the common case). Returns how
-    /// many requests were submitted.
+    /// Submits up to `limit` pending SQEs and waits for `min` completions
+    /// with as few io_uring_enter calls as possible (one in the common
+    /// case). `min` must not exceed what will then be in the kernel. Returns
+    /// how many requests were submitted.
     pub(crate) fn submit_and_reap(
         &mut self,
         min: usize,
+        limit: usize,
         on_done: &mut dyn FnMut(u32, i64),
     ) -> Result<usize> {
         let pending_before = self.sq_pending;
         let mut reaped = self.drain(on_done);
-        while reaped < min || self.sq_pending > 0 {
+        let mut limit = limit.min(self.sq_pending);
+        while reaped < min || limit > 0 {
             let want = min.saturating_sub(reaped);
-            match self.ring.submit_and_wait(want) {
-                Ok(n) => self.sq_pending -= n.min(self.sq_pending),
+            match self.enter(limit, want) {
+                Ok(n) => {
+                    let n = n.min(limit);
+                    self.sq_pending -= n;
+                    limit -= n;
+                }
                 Err(e)
                     if matches!(
                         e.raw_os_error(),
@@ -295,6 +308,35 @@ impl UringBackend {
             }
         }
         Ok(pending_before - self.sq_pending)
+    }
+
+    /// One io_uring_enter: submits the oldest `to_submit` (at most the
+    /// pending) SQEs and waits for `want` completions. Returns how many SQEs
+    /// the kernel took.
+    fn enter(&mut self, to_submit: usize, want: usize) -> std::io::Result<usize> {
+        let to_submit = to_submit.min(self.sq_pending);
+        let params = self.ring.params();
+        let submitter = self.ring.submitter();
+        if params.is_setup_sqpoll() {
+            // The kernel thread takes every SQE in the ring; the limit was
+            // applied when they were queued only as far as the caller did.
+            return if want > 0 {
+                submitter.submit_and_wait(want)
+            } else {
+                submitter.submit()
+            };
+        }
+        let mut flags = 0;
+        if want > 0 || params.is_setup_iopoll() {
+            flags |= IORING_ENTER_GETEVENTS;
+        }
+        if to_submit == 0 && flags == 0 {
+            return Ok(0);
+        }
+        // SAFETY: no extra argument is passed; the SQEs handed over were
+        // pushed by `queue`, whose buffers stay valid until completion (the
+        // caller's contract of `IoChannel::push`).
+        unsafe { submitter.enter::<libc::sigset_t>(to_submit as u32, want as u32, flags, None) }
     }
 
     fn drain(&mut self, on_done: &mut dyn FnMut(u32, i64)) -> usize {
