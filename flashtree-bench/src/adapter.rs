@@ -395,6 +395,10 @@ impl Kv for FlashtreeKv {
         Some(self.ctx.page_reads())
     }
 
+    async fn wait_busy(&self) {
+        flashtree::sched::yield_busy().await;
+    }
+
     async fn get_many(
         &self,
         table: u32,

@@ -91,6 +91,13 @@ pub trait Kv {
     fn page_reads(&self) -> Option<u64> {
         None
     }
+    /// Waits a moment for something another handle holds (the workloads'
+    /// try-lock loops call it while a lock is taken). The default yields
+    /// once; an executor that can sleep while all its ready tasks wait this
+    /// way overrides it (flashtree: `sched::yield_busy`).
+    async fn wait_busy(&self) {
+        yield_now().await;
+    }
     /// Waits until `deadline` (open-loop pacing). The default yields in a
     /// loop, which suits cooperative executors; thread-based handles sleep.
     async fn idle_until(&self, deadline: Instant) {

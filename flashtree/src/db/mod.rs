@@ -731,7 +731,7 @@ impl TaskCtx {
             } else if let Some(pid) = loading {
                 worker::wait_loaded(pid).await;
             } else if must_yield {
-                crate::sched::yield_now().await;
+                crate::sched::yield_busy().await;
             }
         }
         Ok(())

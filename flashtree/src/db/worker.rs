@@ -15,7 +15,7 @@
 use crate::buffer::{LoadStart, OpError, Restart, WorkerBuffer, WorkerIoStats};
 use crate::error::{Error, Result};
 use crate::io::IoConfig;
-use crate::sched::{current_task, park_current, yield_now, Executor};
+use crate::sched::{current_task, park_current, yield_busy, Executor};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -139,7 +139,7 @@ pub(crate) async fn load_page(pid: u64, reads: &TaskReads) -> Result<()> {
             Ok(())
         }
         LoadStart::Busy | LoadStart::NoFrame => {
-            yield_now().await;
+            yield_busy().await;
             Ok(())
         }
     }
@@ -203,7 +203,7 @@ pub(crate) async fn run_op<T>(
                 reads.note_miss(false);
                 wait_loaded(pid).await
             }
-            Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => yield_now().await,
+            Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => yield_busy().await,
         }
     }
 }
@@ -270,7 +270,11 @@ fn step_io(wb: &mut WorkerBuffer, exec: &mut Executor) -> Result<()> {
         wb.evict();
         wb.submit()?;
     }
-    let block = exec.ready_count() == 0 && wb.io_in_flight() > 0;
+    // Block for completions when no task can move without them: none is
+    // ready, or every ready one waits (yield_busy) for a latch, a lock or a
+    // frame that another task, or I/O, has to release.
+    let block =
+        (exec.ready_count() == 0 || exec.only_busy_waiters_ready()) && wb.io_in_flight() > 0;
     wb.poll(block, &mut |task| exec.wake(task))?;
     Ok(())
 }

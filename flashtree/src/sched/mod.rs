@@ -23,6 +23,7 @@ pub type TaskId = u32;
 thread_local! {
     static CURRENT_TASK: Cell<Option<TaskId>> = const { Cell::new(None) };
     static PARKED: Cell<bool> = const { Cell::new(false) };
+    static BUSY_WAIT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The task being polled on this thread (None outside of a task).
@@ -41,6 +42,37 @@ pub fn park_current() {
 /// A future that yields once: the task goes to the back of the ready queue.
 pub fn yield_now() -> YieldNow {
     YieldNow { yielded: false }
+}
+
+/// Marks the running task's `Pending` as a busy wait: it is ready again at
+/// once but waits for another task (a latch, a lock, a free frame), so
+/// polling it again achieves nothing until something else happens. See
+/// [`Executor::only_busy_waiters_ready`].
+#[inline]
+pub fn mark_busy_wait() {
+    BUSY_WAIT.with(|b| b.set(true));
+}
+
+/// Yields once as a busy wait (see [`mark_busy_wait`]).
+pub fn yield_busy() -> YieldBusy {
+    YieldBusy { yielded: false }
+}
+
+/// See [`yield_busy`].
+pub struct YieldBusy {
+    yielded: bool,
+}
+
+impl Future for YieldBusy {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if self.yielded {
+            return Poll::Ready(());
+        }
+        self.yielded = true;
+        mark_busy_wait();
+        Poll::Pending
+    }
 }
 
 /// See [`yield_now`].
@@ -66,6 +98,10 @@ pub struct Executor {
     tasks: Vec<Option<BoxedTask>>,
     /// Per task id: parked, waiting for a wake.
     parked: Vec<bool>,
+    /// Per task id: in the ready queue after a busy wait.
+    busy: Vec<bool>,
+    /// Tasks in the ready queue after a busy wait.
+    busy_ready: usize,
     free_ids: Vec<TaskId>,
     ready: VecDeque<TaskId>,
     /// Tasks parked, waiting for a wake.
@@ -86,6 +122,8 @@ impl Executor {
         Executor {
             tasks: Vec::new(),
             parked: Vec::new(),
+            busy: Vec::new(),
+            busy_ready: 0,
             free_ids: Vec::new(),
             ready: VecDeque::new(),
             parked_count: 0,
@@ -104,6 +142,7 @@ impl Executor {
             None => {
                 self.tasks.push(Some(boxed));
                 self.parked.push(false);
+                self.busy.push(false);
                 (self.tasks.len() - 1) as TaskId
             }
         };
@@ -141,6 +180,13 @@ impl Executor {
         self.ready.len()
     }
 
+    /// True when tasks are ready but every one of them is busy-waiting
+    /// ([`yield_busy`]): polling them again only spins until another task
+    /// (maybe one waiting for I/O) moves, so the worker may block for I/O.
+    pub fn only_busy_waiters_ready(&self) -> bool {
+        !self.ready.is_empty() && self.busy_ready == self.ready.len()
+    }
+
     /// Tasks waiting for a wake.
     pub fn parked_count(&self) -> usize {
         self.parked_count
@@ -164,11 +210,15 @@ impl Executor {
             let Some(id) = self.ready.pop_front() else {
                 break;
             };
+            if std::mem::take(&mut self.busy[id as usize]) {
+                self.busy_ready -= 1;
+            }
             let Some(task) = self.tasks[id as usize].as_mut() else {
                 continue;
             };
             CURRENT_TASK.with(|c| c.set(Some(id)));
             PARKED.with(|p| p.set(false));
+            BUSY_WAIT.with(|b| b.set(false));
             let poll = std::panic::catch_unwind(AssertUnwindSafe(|| task.as_mut().poll(&mut cx)));
             CURRENT_TASK.with(|c| c.set(None));
             match poll {
@@ -180,7 +230,13 @@ impl Executor {
                     self.parked[id as usize] = true;
                     self.parked_count += 1;
                 }
-                Ok(Poll::Pending) => self.ready.push_back(id),
+                Ok(Poll::Pending) => {
+                    if BUSY_WAIT.with(|b| b.get()) {
+                        self.busy[id as usize] = true;
+                        self.busy_ready += 1;
+                    }
+                    self.ready.push_back(id);
+                }
                 Err(_panic) => {
                     // The panic hook has printed the message. Dropping the
                     // future may panic again: that one is not caught.
@@ -241,6 +297,36 @@ mod tests {
         // Task ids are reused.
         let id = exec.spawn(async {});
         assert!(id < 4);
+    }
+
+    #[test]
+    fn the_executor_tells_when_only_busy_waiters_are_ready() {
+        let mut exec = Executor::new();
+        let lock = Rc::new(Cell::new(true));
+        let waiter_lock = lock.clone();
+        exec.spawn(async move {
+            while waiter_lock.get() {
+                yield_busy().await;
+            }
+        });
+        exec.spawn(async {
+            yield_now().await;
+        });
+        assert!(!exec.only_busy_waiters_ready(), "new tasks are not waiting");
+        exec.run_ready();
+        assert!(
+            !exec.only_busy_waiters_ready(),
+            "one of the two ready tasks takes turns, it does not wait"
+        );
+        exec.run_ready();
+        assert_eq!(exec.task_count(), 1);
+        assert!(exec.only_busy_waiters_ready());
+        exec.run_ready();
+        assert!(exec.only_busy_waiters_ready(), "still waiting");
+        lock.set(false);
+        exec.run_ready();
+        assert_eq!(exec.task_count(), 0);
+        assert!(!exec.only_busy_waiters_ready(), "nothing is ready");
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub use rows::*;
 
 use super::{OpKind, TaskState};
 use crate::job::RunControl;
-use crate::kv::{yield_now, Kv, KvError};
+use crate::kv::{Kv, KvError};
 use crate::rng::fnv1a;
 
 /// Tables TPC-C needs.
@@ -239,8 +239,8 @@ impl Tpcc {
     }
 
     /// Takes the locks `indexes` (at most [`GUARD_LOCKS_MAX`]) in ascending
-    /// order (try-lock, yield when busy).
-    async fn lock_all(&self, indexes: &[usize]) -> LockGuard<'_> {
+    /// order (try-lock, `kv.wait_busy()` when taken).
+    async fn lock_all<K: Kv>(&self, kv: &K, indexes: &[usize]) -> LockGuard<'_> {
         assert!(indexes.len() <= GUARD_LOCKS_MAX, "too many locks at once");
         let mut sorted = [0usize; GUARD_LOCKS_MAX];
         let sorted = &mut sorted[..indexes.len()];
@@ -251,7 +251,7 @@ impl Tpcc {
         let mut guard = LockGuard::new(&self.locks);
         for &index in sorted.iter() {
             if guard.held().last() != Some(&index) {
-                acquire(&self.locks[index]).await;
+                acquire(kv, &self.locks[index]).await;
                 guard.push(index);
             }
         }
@@ -260,22 +260,23 @@ impl Tpcc {
 
     /// Takes the row lock of `key` in `table` (STOCK or CUSTOMER). The
     /// holder must not take any other lock before dropping it.
-    async fn lock_row(&self, table: u32, key: &[u8]) -> LockGuard<'_> {
+    async fn lock_row<K: Kv>(&self, kv: &K, table: u32, key: &[u8]) -> LockGuard<'_> {
         let index = (fnv1a(key) ^ table as u64) as usize % ROW_LOCK_COUNT;
-        acquire(&self.row_locks[index]).await;
+        acquire(kv, &self.row_locks[index]).await;
         let mut guard = LockGuard::new(&self.row_locks);
         guard.push(index);
         guard
     }
 }
 
-/// Spins on a try-lock, yielding to other tasks (or threads) while it is busy.
-async fn acquire(lock: &AtomicBool) {
+/// Spins on a try-lock, letting other tasks (or threads) run while it is
+/// taken.
+async fn acquire<K: Kv>(kv: &K, lock: &AtomicBool) {
     while lock
         .compare_exchange_weak(false, true, Ordering::Acquire, Ordering::Relaxed)
         .is_err()
     {
-        yield_now().await;
+        kv.wait_busy().await;
     }
 }
 

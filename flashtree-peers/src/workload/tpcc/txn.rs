@@ -124,7 +124,7 @@ async fn new_order<K: Kv>(
     let mut dist_infos = Vec::with_capacity(lines.len());
     for line in &lines {
         let stock_key = key(&[line.supply_w, line.item]);
-        let _row = tpcc.lock_row(table::STOCK, &stock_key).await;
+        let _row = tpcc.lock_row(kv, table::STOCK, &stock_key).await;
         let mut stock: Stock = get_row(kv, table::STOCK, &stock_key, out).await?;
         stock.quantity = if stock.quantity >= line.quantity + 10 {
             stock.quantity - line.quantity
@@ -145,7 +145,7 @@ async fn new_order<K: Kv>(
     }
     let all_local = lines.iter().all(|line| line.supply_w == w) as i64;
     let o = {
-        let _guard = tpcc.lock_all(&[tpcc.district_lock_index(w, d)]).await;
+        let _guard = tpcc.lock_all(kv, &[tpcc.district_lock_index(w, d)]).await;
         let district_key = key(&[w, d]);
         let mut district: District = get_row(kv, table::DISTRICT, &district_key, out).await?;
         let o = district.next_o_id as u32;
@@ -251,7 +251,7 @@ async fn payment<K: Kv>(
     };
     let customer_key = key(&[c_w, c_d, c]);
     {
-        let _row = tpcc.lock_row(table::CUSTOMER, &customer_key).await;
+        let _row = tpcc.lock_row(kv, table::CUSTOMER, &customer_key).await;
         let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
         customer.balance -= amount;
         customer.ytd_payment += amount;
@@ -270,7 +270,7 @@ async fn payment<K: Kv>(
     {
         // Condition 1 (W_YTD = sum(D_YTD)): both sums move under both locks.
         let locks = [tpcc.district_lock_index(w, d), tpcc.warehouse_lock_index(w)];
-        let _guard = tpcc.lock_all(&locks).await;
+        let _guard = tpcc.lock_all(kv, &locks).await;
         let mut warehouse: Warehouse = get_row(kv, table::WAREHOUSE, &key(&[w]), out).await?;
         warehouse.ytd += amount;
         put_row(kv, table::WAREHOUSE, &key(&[w]), &warehouse, buffer).await?;
@@ -359,7 +359,7 @@ async fn delivery<K: Kv>(
     let carrier = rng.range(1, 10) as i64;
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
         let (c, amount_total) = {
-            let _guard = tpcc.lock_all(&[tpcc.district_lock_index(w, d)]).await;
+            let _guard = tpcc.lock_all(kv, &[tpcc.district_lock_index(w, d)]).await;
             let prefix = key(&[w, d]);
             let oldest = scan_prefix(kv, table::NEW_ORDER, &prefix, &prefix, false, 1).await?;
             let Some((new_order_key, _)) = oldest.first() else {
@@ -391,7 +391,7 @@ async fn delivery<K: Kv>(
         };
         // The customer (a random read) after the district lock is released.
         let customer_key = key(&[w, d, c]);
-        let _row = tpcc.lock_row(table::CUSTOMER, &customer_key).await;
+        let _row = tpcc.lock_row(kv, table::CUSTOMER, &customer_key).await;
         let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
         customer.balance += amount_total;
         customer.delivery_cnt += 1;
