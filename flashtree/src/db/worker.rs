@@ -6,8 +6,9 @@
 //! 3. submit the I/O the tasks queued, in one batch;
 //! 4. evict if free frames are below the target (dirty pages are written
 //!    asynchronously), and submit those writes;
-//! 5. poll completions (blocking only when no task is ready and I/O is in
-//!    flight) and wake the tasks whose pages arrived.
+//! 5. poll completions (blocking only when I/O is in flight and no task is
+//!    ready, or every ready task is busy-waiting) and wake the tasks whose
+//!    pages arrived.
 //!
 //! A worker with no tasks and no I/O sleeps on its inbox; there is no other
 //! thread in the engine.

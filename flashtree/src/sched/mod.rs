@@ -41,7 +41,10 @@ pub fn park_current() {
 
 /// A future that yields once: the task goes to the back of the ready queue.
 pub fn yield_now() -> YieldNow {
-    YieldNow { yielded: false }
+    YieldNow {
+        yielded: false,
+        busy: false,
+    }
 }
 
 /// Marks the running task's `Pending` as a busy wait: it is ready again at
@@ -54,30 +57,17 @@ pub fn mark_busy_wait() {
 }
 
 /// Yields once as a busy wait (see [`mark_busy_wait`]).
-pub fn yield_busy() -> YieldBusy {
-    YieldBusy { yielded: false }
-}
-
-/// See [`yield_busy`].
-pub struct YieldBusy {
-    yielded: bool,
-}
-
-impl Future for YieldBusy {
-    type Output = ();
-    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
-        if self.yielded {
-            return Poll::Ready(());
-        }
-        self.yielded = true;
-        mark_busy_wait();
-        Poll::Pending
+pub fn yield_busy() -> YieldNow {
+    YieldNow {
+        yielded: false,
+        busy: true,
     }
 }
 
-/// See [`yield_now`].
+/// See [`yield_now`] and [`yield_busy`].
 pub struct YieldNow {
     yielded: bool,
+    busy: bool,
 }
 
 impl Future for YieldNow {
@@ -87,6 +77,9 @@ impl Future for YieldNow {
             return Poll::Ready(());
         }
         self.yielded = true;
+        if self.busy {
+            mark_busy_wait();
+        }
         Poll::Pending
     }
 }
