@@ -66,7 +66,8 @@ pub struct LookupArgs {
     #[arg(long, default_value_t = 512)]
     pub io_depth: u32,
     /// Requests submitted to the kernel and unfinished at most, per worker
-    /// (0 = no limit); by default the disk's request queue size.
+    /// (0 = no limit); by default the disk's request queue size divided
+    /// among the workers.
     #[arg(long)]
     pub max_submitted: Option<u32>,
     /// Device model (from `flashtree model fit`) to choose the tasks per

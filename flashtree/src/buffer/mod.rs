@@ -804,8 +804,9 @@ impl WorkerBuffer {
     /// longer being read in. A page read by another worker is noticed here
     /// too: the check is on the page's state, not on this worker's
     /// completions.
-    fn wake_load_waiters(&mut self, wake: &mut dyn FnMut(TaskId)) {
+    fn wake_load_waiters(&mut self, wake: &mut dyn FnMut(TaskId)) -> usize {
         let bm = &*self.bm;
+        let before = self.load_waiters.len();
         self.load_waiters.retain(|&(pid, task)| {
             if state_of(bm.state(pid).load()) == LOADING {
                 return true;
@@ -813,6 +814,12 @@ impl WorkerBuffer {
             wake(task);
             false
         });
+        before - self.load_waiters.len()
+    }
+
+    /// True if `task` is registered by [`WorkerBuffer::wait_for_load`].
+    pub fn is_load_waiter(&self, task: TaskId) -> bool {
+        self.load_waiters.iter().any(|&(_, t)| t == task)
     }
 
     /// Tasks waiting for another task's read (see
@@ -998,7 +1005,14 @@ impl WorkerBuffer {
     pub fn poll(&mut self, block: bool, wake: &mut dyn FnMut(TaskId)) -> Result<usize> {
         let mut completions = std::mem::take(&mut self.completions);
         completions.clear();
-        if block && self.channel.in_flight() > 0 {
+        // A page another worker read may have arrived: its waiters need no
+        // completion of ours, so do not block for one.
+        let woken = if self.load_waiters.is_empty() {
+            0
+        } else {
+            self.wake_load_waiters(wake)
+        };
+        if block && woken == 0 && self.channel.in_flight() > 0 {
             // Wait for a batch, not for one completion: fewer syscalls per
             // I/O at a latency cost of a few completions' spacing.
             let min = (self.channel.in_flight() / WAIT_BATCH_DIVISOR).max(1);

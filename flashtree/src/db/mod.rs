@@ -697,13 +697,23 @@ impl TaskCtx {
             // A page another task is reading in, to wait for when this
             // round started no read of its own.
             let mut loading = None;
+            let mut fatal = None;
             for &index in &pending {
                 match tree::lookup(bm, tree.root, keys[index].as_ref(), &mut value) {
                     Ok(true) => found(index, Some(&value)),
                     Ok(false) => found(index, None),
-                    Err(OpError::Fatal(e)) => return Err(e),
+                    Err(OpError::Fatal(e)) => {
+                        fatal = Some(e);
+                        break;
+                    }
                     Err(OpError::Restart(Restart::Load(pid))) => {
-                        let start = worker::start_read(pid)?;
+                        let start = match worker::start_read(pid) {
+                            Ok(start) => start,
+                            Err(e) => {
+                                fatal = Some(e);
+                                break;
+                            }
+                        };
                         self.reads.note_miss(matches!(start, LoadStart::Started));
                         match start {
                             LoadStart::Started => reads_started += 1,
@@ -723,6 +733,14 @@ impl TaskCtx {
                         again.push(index);
                     }
                 }
+            }
+            if let Some(e) = fatal {
+                // Reads this round started still name this task: let them
+                // finish before it goes (its id may be reused).
+                if reads_started > 0 {
+                    let _ = worker::reads_done().await;
+                }
+                return Err(e);
             }
             std::mem::swap(&mut pending, &mut again);
             again.clear();

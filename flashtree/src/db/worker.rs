@@ -154,7 +154,9 @@ pub(crate) async fn wait_loaded(pid: u64) {
     let mut registered = false;
     std::future::poll_fn(|_| {
         if registered {
-            // Only the loop's wake of the waiters polls a parked task.
+            // Only the loop's wake of the waiters polls a parked task, and
+            // it unregisters the task first.
+            debug_assert!(!with_local(|wb| wb.is_load_waiter(task)));
             return Poll::Ready(());
         }
         if with_local(|wb| wb.wait_for_load(pid, task)) {

@@ -95,7 +95,7 @@ impl AioBackend {
         self.queued.push(iocb as *mut Iocb);
     }
 
-    /// io_submit of everything queued. A request the kernel refuses becomes
+    /// io_submit of the oldest `limit` queued requests. A request the kernel refuses becomes
     /// an error completion; EAGAIN leaves the rest queued for the next call.
     pub(crate) fn submit(&mut self, limit: usize) -> Result<usize> {
         let mut done = 0;

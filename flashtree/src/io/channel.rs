@@ -134,7 +134,7 @@ impl IoChannel {
             )));
         }
         let mut notes = Vec::new();
-        let max_submitted = match config
+        let mut max_submitted = match config
             .max_submitted
             .unwrap_or_else(|| storage.request_queue_capacity().unwrap_or(0))
         {
@@ -148,6 +148,14 @@ impl IoChannel {
             BackendKind::Libaio => Backend::Aio(Box::new(AioBackend::new(config.depth)?)),
             BackendKind::Sync => Backend::Sync(SyncBackend::new(config.depth)),
         };
+        if let Backend::Uring(uring) = &backend {
+            if uring.is_sqpoll() && max_submitted != usize::MAX {
+                notes.push(format!(
+                    "io_uring SQPOLL takes every queued request: no limit of {max_submitted} submitted requests"
+                ));
+                max_submitted = usize::MAX;
+            }
+        }
         Ok(IoChannel {
             storage,
             backend,
@@ -272,9 +280,10 @@ impl IoChannel {
         })
     }
 
-    /// Hands every queued request to the kernel in one batch (one syscall for
-    /// io_uring and libaio; the sync backend performs them here). Returns how
-    /// many were submitted. Requests the kernel refuses complete with an error.
+    /// Hands the queued requests to the kernel, oldest first, as many as
+    /// `max_submitted` allows, in one batch (one syscall for io_uring and
+    /// libaio; the sync backend performs them here). Returns how many were
+    /// submitted. Requests the kernel refuses complete with an error.
     pub fn submit(&mut self) -> Result<usize> {
         let limit = self.submit_room();
         if limit == 0 {

@@ -79,17 +79,26 @@ pub(crate) struct Mapped {
     pub(crate) device_offset: u64,
 }
 
-/// `nr_requests` of the disk `major:minor` (a partition's is its disk's).
+/// Requests the block layer queues at once for the disk `major:minor` (a
+/// partition's disk): `queue/nr_requests` per hardware queue, times the
+/// hardware queues under `mq/`. None for devices without blk-mq queues
+/// (device-mapper, md): their own `nr_requests` limits nothing.
 fn nr_requests_of(major: u32, minor: u32) -> Option<u32> {
     let base = PathBuf::from(format!("/sys/dev/block/{major}:{minor}"));
-    [
-        base.join("queue/nr_requests"),
-        base.join("../queue/nr_requests"),
-    ]
-    .iter()
-    .find_map(|path| std::fs::read_to_string(path).ok())
-    .and_then(|text| text.trim().parse().ok())
-    .filter(|&n: &u32| n > 0)
+    let disk = [base.clone(), base.join("..")]
+        .into_iter()
+        .find(|dir| dir.join("queue/nr_requests").exists())?;
+    let per_queue: u32 = std::fs::read_to_string(disk.join("queue/nr_requests"))
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    let hardware_queues = std::fs::read_dir(disk.join("mq"))
+        .ok()?
+        .filter_map(|entry| entry.ok())
+        .filter(|entry| entry.file_name().to_string_lossy().parse::<u32>().is_ok())
+        .count() as u32;
+    (per_queue > 0 && hardware_queues > 0).then(|| per_queue.saturating_mul(hardware_queues))
 }
 
 impl Storage {

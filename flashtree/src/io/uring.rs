@@ -263,11 +263,23 @@ impl UringBackend {
     /// Reaps what has completed without waiting (waiting goes through
     /// [`UringBackend::submit_and_reap`]).
     pub(crate) fn reap_ready(&mut self, on_done: &mut dyn FnMut(u32, i64)) {
-        if self.drain(on_done) == 0 && self.ring.params().is_setup_iopoll() {
-            // Polled rings only complete when asked to reap.
+        if self.drain(on_done) > 0 {
+            return;
+        }
+        // Polled rings only complete when asked to reap; with COOP_TASKRUN
+        // finished requests are posted at the next kernel entry, and the
+        // TASKRUN flag says some are waiting (a loop that is at its
+        // submission limit may otherwise not enter the kernel for a while).
+        if self.ring.params().is_setup_iopoll() || self.ring.submission().taskrun() {
             let _ = self.enter(0, 0);
             self.drain(on_done);
         }
+    }
+
+    /// True when a kernel thread polls the submission queue (it takes every
+    /// SQE as soon as it is in the ring, so a submission limit cannot hold).
+    pub(crate) fn is_sqpoll(&self) -> bool {
+        self.ring.params().is_setup_sqpoll()
     }
 
     /// Submits up to `limit` pending SQEs and waits for `min` completions
@@ -315,19 +327,24 @@ impl UringBackend {
     /// the kernel took.
     fn enter(&mut self, to_submit: usize, want: usize) -> std::io::Result<usize> {
         let to_submit = to_submit.min(self.sq_pending);
+        let taskrun = self.ring.submission().taskrun();
         let params = self.ring.params();
         let submitter = self.ring.submitter();
         if params.is_setup_sqpoll() {
-            // The kernel thread takes every SQE in the ring; the limit was
-            // applied when they were queued only as far as the caller did.
-            return if want > 0 {
-                submitter.submit_and_wait(want)
+            // The kernel thread takes every SQE in the ring (the channel
+            // sets no limit with SQPOLL); this call only wakes it or waits.
+            // The crate returns what is still in the ring, not what was
+            // taken: count everything pending as handed over.
+            let pending = self.sq_pending;
+            if want > 0 {
+                submitter.submit_and_wait(want)?;
             } else {
-                submitter.submit()
-            };
+                submitter.submit()?;
+            }
+            return Ok(pending);
         }
         let mut flags = 0;
-        if want > 0 || params.is_setup_iopoll() {
+        if want > 0 || params.is_setup_iopoll() || taskrun {
             flags |= IORING_ENTER_GETEVENTS;
         }
         if to_submit == 0 && flags == 0 {
@@ -359,6 +376,7 @@ fn build_ring(entries: u32, iopoll: Feature, sqpoll: Feature) -> std::io::Result
     } else {
         builder.setup_single_issuer();
         builder.setup_coop_taskrun();
+        builder.setup_taskrun_flag();
     }
     builder.setup_cqsize(entries * 2);
     builder.build(entries)

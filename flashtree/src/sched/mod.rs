@@ -2,10 +2,11 @@
 //! cooperatively on one worker thread and never migrate.
 //!
 //! A task runs until it must wait. It then returns `Pending` either
-//! *parked* (it registered for a wake-up, e.g. its page read is in flight:
-//! the worker loop wakes it when the completion arrives) or *yielding* (it
-//! will retry, e.g. a latch conflict or a page another worker is loading:
-//! it goes to the back of the ready queue). Tasks find out which they are
+//! *parked* (it registered for a wake-up, e.g. its page read, or another
+//! task's read of a page it needs, is in flight: the worker loop wakes it
+//! when the page is there) or *yielding* (it goes to the back of the ready
+//! queue): taking turns ([`yield_now`]) or busy-waiting ([`yield_busy`],
+//! e.g. a latch conflict). Tasks find out which they are
 //! through [`current_task`] and [`park_current`], valid while the executor
 //! polls them. Wakers are not used inside the engine: every wake-up comes
 //! from this worker's own loop, so no cross-thread signalling is needed.
@@ -95,6 +96,9 @@ pub struct Executor {
     busy: Vec<bool>,
     /// Tasks in the ready queue after a busy wait.
     busy_ready: usize,
+    /// The last `run_ready` round had a task finish, park, panic or take
+    /// its turn (anything but a busy wait).
+    last_round_progress: bool,
     free_ids: Vec<TaskId>,
     ready: VecDeque<TaskId>,
     /// Tasks parked, waiting for a wake.
@@ -117,6 +121,7 @@ impl Executor {
             parked: Vec::new(),
             busy: Vec::new(),
             busy_ready: 0,
+            last_round_progress: false,
             free_ids: Vec::new(),
             ready: VecDeque::new(),
             parked_count: 0,
@@ -174,10 +179,12 @@ impl Executor {
     }
 
     /// True when tasks are ready but every one of them is busy-waiting
-    /// ([`yield_busy`]): polling them again only spins until another task
-    /// (maybe one waiting for I/O) moves, so the worker may block for I/O.
+    /// ([`yield_busy`]) and the last round did nothing else (a task that
+    /// moved may have released what a waiter polled before it waits for):
+    /// polling them again only spins until another task (maybe one waiting
+    /// for I/O) moves, so the worker may block for I/O.
     pub fn only_busy_waiters_ready(&self) -> bool {
-        !self.ready.is_empty() && self.busy_ready == self.ready.len()
+        !self.ready.is_empty() && self.busy_ready == self.ready.len() && !self.last_round_progress
     }
 
     /// Tasks waiting for a wake.
@@ -199,6 +206,7 @@ impl Executor {
     pub fn run_ready(&mut self) -> usize {
         let mut cx = Context::from_waker(Waker::noop());
         let round = self.ready.len();
+        let mut progress = false;
         for _ in 0..round {
             let Some(id) = self.ready.pop_front() else {
                 break;
@@ -218,15 +226,19 @@ impl Executor {
                 Ok(Poll::Ready(())) => {
                     self.tasks[id as usize] = None;
                     self.free_ids.push(id);
+                    progress = true;
                 }
                 Ok(Poll::Pending) if PARKED.with(|p| p.get()) => {
                     self.parked[id as usize] = true;
                     self.parked_count += 1;
+                    progress = true;
                 }
                 Ok(Poll::Pending) => {
                     if BUSY_WAIT.with(|b| b.get()) {
                         self.busy[id as usize] = true;
                         self.busy_ready += 1;
+                    } else {
+                        progress = true;
                     }
                     self.ready.push_back(id);
                 }
@@ -235,9 +247,11 @@ impl Executor {
                     // future may panic again: that one is not caught.
                     self.tasks[id as usize] = None;
                     self.panicked_count += 1;
+                    progress = true;
                 }
             }
         }
+        self.last_round_progress = progress;
         round
     }
 }
@@ -313,7 +327,12 @@ mod tests {
         );
         exec.run_ready();
         assert_eq!(exec.task_count(), 1);
-        assert!(exec.only_busy_waiters_ready());
+        assert!(
+            !exec.only_busy_waiters_ready(),
+            "a task finished in the last round: the waiter may go on now"
+        );
+        exec.run_ready();
+        assert!(exec.only_busy_waiters_ready(), "a round of waiting only");
         exec.run_ready();
         assert!(exec.only_busy_waiters_ready(), "still waiting");
         lock.set(false);
