@@ -231,8 +231,10 @@ pub fn run(args: IobenchArgs) -> Result<(), String> {
         io_config.backend = spec.backend;
         io_config.depth = spec.depth;
         io_config.submit_batch = spec.batch;
-        // `--batch` is exact here: no busy-device deferral.
+        // `--batch` and `--depth` are exact here: no busy-device deferral
+        // and no submission limit (as fio).
         io_config.submit_busy_depth = 0;
+        io_config.max_submitted = Some(0);
         let result = run_point(&storage, sweep.size_bytes, &io_config, spec)?;
         emit(&result, args.json)?;
         if args.vs_fio {

@@ -153,6 +153,8 @@ fn run_async(storage: &Arc<Storage>, spec: &TrialSpec) -> Result<(Duration, Vec<
         backend: BackendKind::IoUring,
         depth: spec.k,
         register_buffers: false,
+        // The model is of the device at k requests in flight.
+        max_submitted: Some(0),
         ..IoConfig::default()
     };
     let mut channel = IoChannel::new(Arc::clone(storage), &config).map_err(measure_error)?;
