@@ -14,7 +14,10 @@
 //!    compare as bytes (memcmp); tables `0..EngineConfig::table_count` must
 //!    exist after open. `scan` visits keys `>= start` ascending, `scan_rev`
 //!    keys `<= start` descending, until the callback returns false.
-//!    Override `idle_until` if your executor has a timer (the default yields).
+//!    Override `idle_until` if your executor has a timer (the default yields),
+//!    and `wait_busy` if it can tell a task waiting for a lock from one
+//!    taking turns (flashtree's `sched::yield_busy`: a worker whose ready
+//!    tasks all wait that way blocks for I/O instead of polling them).
 //! 2. Implement [`Engine`] for the opened database:
 //!    ```ignore
 //!    impl Engine for FlashtreeEngine {
