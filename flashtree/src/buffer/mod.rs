@@ -614,6 +614,19 @@ pub enum LoadStart {
     NoFrame,
 }
 
+/// How [`WorkerBuffer::poll`] may wait for completions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Block {
+    /// Reap what has arrived.
+    No,
+    /// Wait for a batch (a sixteenth of what is in flight, at least one):
+    /// nothing can run until completions arrive.
+    Batch,
+    /// Wait for one: tasks are busy-waiting for something a completion, or
+    /// another worker, may release soon.
+    One,
+}
+
 /// Counters of one worker.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct WorkerIoStats {
@@ -1000,9 +1013,9 @@ impl WorkerBuffer {
         self.stats.evictions += 1;
     }
 
-    /// Reaps completions without blocking (or blocking for at least one when
-    /// `block`), waking the tasks whose pages arrived.
-    pub fn poll(&mut self, block: bool, wake: &mut dyn FnMut(TaskId)) -> Result<usize> {
+    /// Reaps completions without blocking (or, per `block`, blocking for a
+    /// batch or for one), waking the tasks whose pages arrived.
+    pub fn poll(&mut self, block: Block, wake: &mut dyn FnMut(TaskId)) -> Result<usize> {
         let mut completions = std::mem::take(&mut self.completions);
         completions.clear();
         // A page another worker read may have arrived: its waiters need no
@@ -1012,10 +1025,13 @@ impl WorkerBuffer {
         } else {
             self.wake_load_waiters(wake)
         };
-        if block && woken == 0 && self.channel.in_flight() > 0 {
+        if block != Block::No && woken == 0 && self.channel.in_flight() > 0 {
             // Wait for a batch, not for one completion: fewer syscalls per
             // I/O at a latency cost of a few completions' spacing.
-            let min = (self.channel.in_flight() / WAIT_BATCH_DIVISOR).max(1);
+            let min = match block {
+                Block::Batch => (self.channel.in_flight() / WAIT_BATCH_DIVISOR).max(1),
+                _ => 1,
+            };
             self.channel.wait(min, &mut completions)?;
         } else {
             self.channel.poll(&mut completions)?;
@@ -1259,7 +1275,7 @@ mod tests {
         assert_eq!(wb.load_waiter_count(), 1);
         let mut woken = Vec::new();
         while woken.len() < 2 {
-            wb.poll(true, &mut |task| woken.push(task)).unwrap();
+            wb.poll(Block::Batch, &mut |task| woken.push(task)).unwrap();
         }
         woken.sort_unstable();
         assert_eq!(woken, vec![reader, waiter]);

@@ -13,7 +13,7 @@
 //! A worker with no tasks and no I/O sleeps on its inbox; there is no other
 //! thread in the engine.
 
-use crate::buffer::{LoadStart, OpError, Restart, WorkerBuffer, WorkerIoStats};
+use crate::buffer::{Block, LoadStart, OpError, Restart, WorkerBuffer, WorkerIoStats};
 use crate::error::{Error, Result};
 use crate::io::IoConfig;
 use crate::sched::{current_task, park_current, yield_busy, Executor};
@@ -276,8 +276,17 @@ fn step_io(wb: &mut WorkerBuffer, exec: &mut Executor) -> Result<()> {
     // Block for completions when no task can move without them: none is
     // ready, or every ready one waits (yield_busy) for a latch, a lock or a
     // frame that another task, or I/O, has to release.
-    let block =
-        (exec.ready_count() == 0 || exec.only_busy_waiters_ready()) && wb.io_in_flight() > 0;
+    // Busy-waiters, and tasks parked on another worker's read, wait for one
+    // completion only: what they wait for may come from another worker.
+    let block = if wb.io_in_flight() == 0 {
+        Block::No
+    } else if exec.ready_count() == 0 && wb.load_waiter_count() == 0 {
+        Block::Batch
+    } else if exec.ready_count() == 0 || exec.only_busy_waiters_ready() {
+        Block::One
+    } else {
+        Block::No
+    };
     wb.poll(block, &mut |task| exec.wake(task))?;
     Ok(())
 }
