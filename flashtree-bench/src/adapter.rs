@@ -461,6 +461,27 @@ mod tests {
         FlashtreeEngine::open(&config, &settings).expect("open flashtree")
     }
 
+    /// A closed-loop phase of `millis` ms with `threads` (tasks per worker
+    /// in a Run phase), no progress bar and no profile.
+    fn phase_spec(
+        dir: &Path,
+        phase: Phase,
+        threads: usize,
+        millis: u64,
+        seed: u64,
+    ) -> PhaseSpec<'_> {
+        PhaseSpec {
+            phase,
+            threads,
+            duration: Duration::from_millis(millis),
+            rate_ops_per_sec: None,
+            seed,
+            dir,
+            progress: false,
+            profile_dir: None,
+        }
+    }
+
     /// Page reads per operation kind: lookups of a store ~10× the 64-page
     /// pool read pages, at most the tree's depth per lookup on average, and
     /// are all counted under reads.
@@ -469,16 +490,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let engine = open(dir.path(), TINY_POOL_PAGES, 1, 1);
         let workload = Workload::Lookup(Lookup::new(20_000, None).unwrap());
-        let spec = |phase| PhaseSpec {
-            phase,
-            threads: 8,
-            duration: Duration::from_millis(300),
-            rate_ops_per_sec: None,
-            seed: 5,
-            dir: dir.path(),
-            progress: false,
-            profile_dir: None,
-        };
+        let spec = |phase| phase_spec(dir.path(), phase, 8, 300, 5);
         run_phase(&engine, &workload, &spec(Phase::Load)).unwrap();
         let run = run_phase(&engine, &workload, &spec(Phase::Run)).unwrap();
         let read = flashtree_peers::workload::OpKind::Read as usize;
@@ -515,16 +527,7 @@ mod tests {
         };
         let engine = FlashtreeEngine::open(&config, &settings).unwrap();
         let workload = Workload::Lookup(Lookup::new(500, None).unwrap());
-        let spec = |phase| PhaseSpec {
-            phase,
-            threads: 1,
-            duration: Duration::from_millis(200),
-            rate_ops_per_sec: None,
-            seed: 3,
-            dir: dir.path(),
-            progress: false,
-            profile_dir: None,
-        };
+        let spec = |phase| phase_spec(dir.path(), phase, 1, 200, 3);
         let load = run_phase(&engine, &workload, &spec(Phase::Load)).unwrap();
         assert_eq!(load.tasks_per_worker, None);
         let sweep =
@@ -592,35 +595,10 @@ mod tests {
     /// Load, run and check phases through the peers' driver; returns the
     /// records loaded and the operations run.
     fn run_workload(engine: &FlashtreeEngine, workload: &Workload, dir: &Path) -> (u64, u64) {
-        let spec = PhaseSpec {
-            phase: Phase::Load,
-            threads: 1,
-            duration: Duration::from_millis(500),
-            rate_ops_per_sec: None,
-            seed: 1,
-            dir,
-            progress: false,
-            profile_dir: None,
-        };
-        let load = run_phase(engine, workload, &spec).unwrap();
-        let run = run_phase(
-            engine,
-            workload,
-            &PhaseSpec {
-                phase: Phase::Run,
-                ..spec.clone()
-            },
-        )
-        .unwrap();
-        run_phase(
-            engine,
-            workload,
-            &PhaseSpec {
-                phase: Phase::Check,
-                ..spec.clone()
-            },
-        )
-        .unwrap();
+        let spec = |phase| phase_spec(dir, phase, 1, 500, 1);
+        let load = run_phase(engine, workload, &spec(Phase::Load)).unwrap();
+        let run = run_phase(engine, workload, &spec(Phase::Run)).unwrap();
+        run_phase(engine, workload, &spec(Phase::Check)).unwrap();
         (load.stats.ops_count, run.stats.ops_count)
     }
 

@@ -92,13 +92,10 @@ pub struct Executor {
     tasks: Vec<Option<BoxedTask>>,
     /// Per task id: parked, waiting for a wake.
     parked: Vec<bool>,
-    /// Per task id: in the ready queue after a busy wait.
-    busy: Vec<bool>,
-    /// Tasks in the ready queue after a busy wait.
-    busy_ready: usize,
-    /// The last `run_ready` round had a task finish, park, panic or take
-    /// its turn (anything but a busy wait).
-    last_round_progress: bool,
+    /// Every task the last `run_ready` round polled busy-waited, and none
+    /// was spawned or woken since: the ready queue holds only those
+    /// waiters, and nothing they could wait for has moved.
+    idle: bool,
     free_ids: Vec<TaskId>,
     ready: VecDeque<TaskId>,
     /// Tasks parked, waiting for a wake.
@@ -119,9 +116,7 @@ impl Executor {
         Executor {
             tasks: Vec::new(),
             parked: Vec::new(),
-            busy: Vec::new(),
-            busy_ready: 0,
-            last_round_progress: false,
+            idle: false,
             free_ids: Vec::new(),
             ready: VecDeque::new(),
             parked_count: 0,
@@ -140,11 +135,11 @@ impl Executor {
             None => {
                 self.tasks.push(Some(boxed));
                 self.parked.push(false);
-                self.busy.push(false);
                 (self.tasks.len() - 1) as TaskId
             }
         };
         self.ready.push_back(id);
+        self.idle = false;
         id
     }
 
@@ -166,6 +161,7 @@ impl Executor {
         // First in line: its page was just loaded and should be used before
         // eviction can take it again.
         self.ready.push_front(id);
+        self.idle = false;
     }
 
     /// Live tasks.
@@ -184,7 +180,7 @@ impl Executor {
     /// polling them again only spins until another task (maybe one waiting
     /// for I/O) moves, so the worker may block for I/O.
     pub fn only_busy_waiters_ready(&self) -> bool {
-        !self.ready.is_empty() && self.busy_ready == self.ready.len() && !self.last_round_progress
+        !self.ready.is_empty() && self.idle
     }
 
     /// Tasks waiting for a wake.
@@ -211,9 +207,6 @@ impl Executor {
             let Some(id) = self.ready.pop_front() else {
                 break;
             };
-            if std::mem::take(&mut self.busy[id as usize]) {
-                self.busy_ready -= 1;
-            }
             let Some(task) = self.tasks[id as usize].as_mut() else {
                 continue;
             };
@@ -234,12 +227,7 @@ impl Executor {
                     progress = true;
                 }
                 Ok(Poll::Pending) => {
-                    if BUSY_WAIT.with(|b| b.get()) {
-                        self.busy[id as usize] = true;
-                        self.busy_ready += 1;
-                    } else {
-                        progress = true;
-                    }
+                    progress |= !BUSY_WAIT.with(|b| b.get());
                     self.ready.push_back(id);
                 }
                 Err(_panic) => {
@@ -251,7 +239,9 @@ impl Executor {
                 }
             }
         }
-        self.last_round_progress = progress;
+        // The tasks ready now are the ones this round put back (spawns and
+        // wakes come between rounds and clear `idle`).
+        self.idle = !progress;
         round
     }
 }
