@@ -63,6 +63,7 @@ pub mod plots;
 pub mod report;
 pub mod rng;
 pub mod sys;
+pub mod targets;
 pub mod testing;
 pub mod workload;
 

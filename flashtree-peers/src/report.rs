@@ -91,6 +91,16 @@ pub fn write_report(
             s.load_records_per_sec,
         );
     }
+    let workload = args.workload.to_ascii_lowercase();
+    let shape = crate::targets::RunShape {
+        workload: &workload,
+        data_factor: args.data_factor,
+        cores: runs.first().map_or(0, |r| r.cores.len()),
+        uniform_keys: args.zipf.is_none(),
+        device_iops,
+        profiled: args.profile,
+    };
+    text.push_str(&crate::targets::targets_section(&shape, runs));
     let _ = writeln!(text, "\n## Settings\n");
     for run in runs {
         let sweep: Vec<String> = run
