@@ -19,6 +19,14 @@ pub enum Error {
     /// The on-disk data is not what flashtree wrote.
     #[error("corrupt store: {0}")]
     Corrupt(String),
+    /// Another open [`crate::Db`] (in this process or another) holds the
+    /// store's lock.
+    #[error("store in use: {0}")]
+    InUse(String),
+    /// The store was open when its process ended (a crash or a kill): with
+    /// no write-ahead log, its pages may not be consistent with each other.
+    #[error("store not closed cleanly: {0}")]
+    NotClosedCleanly(String),
     /// The store has no room left (page ids exhausted or device full).
     #[error("store full: {0}")]
     Full(String),

@@ -2,7 +2,8 @@
 //! beyond the limits, bad tree names and options, a store written with
 //! another page size, a corrupt metadata page, a file that is not a store,
 //! a corrupt data page, direct I/O on tmpfs (refused with a message
-//! naming O_DIRECT where the kernel refuses it), and a task that panics.
+//! naming O_DIRECT where the kernel refuses it), a task that panics, a
+//! store open in another Db, and one left open by a process that ended.
 
 use flashtree::buffer::seal_page;
 use flashtree::db::{Db, Options, ScanDirection};
@@ -315,4 +316,78 @@ fn page_checksum_is_crc32c_of_the_bytes_after_it() {
     assert_eq!(u64::from_le_bytes(page[8..16].try_into().unwrap()), 77);
     let stored = u32::from_le_bytes(page[0..4].try_into().unwrap());
     assert_eq!(stored, crc32c_reference(&page[4..]));
+}
+
+#[test]
+fn a_store_open_in_one_db_is_refused_by_another() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(1, 16)).unwrap();
+    let t = db.tree("t").unwrap();
+    db.put(t, b"k", b"v").unwrap();
+    match Db::open(dir.path(), tiny(1, 16)) {
+        Err(Error::InUse(msg)) => assert!(msg.contains("data.ft"), "{msg}"),
+        other => panic!("expected InUse, got {:?}", other.map(|_| ())),
+    }
+    // The refused open changed nothing, and closing releases the lock.
+    assert_eq!(db.get(t, b"k").unwrap(), Some(b"v".to_vec()));
+    db.close().unwrap();
+    let db = Db::open(dir.path(), tiny(1, 16)).unwrap();
+    let t = db.tree("t").unwrap();
+    assert_eq!(db.get(t, b"k").unwrap(), Some(b"v".to_vec()));
+    // Dropping without `close` closes (and unlocks) too.
+    drop(db);
+    Db::open(dir.path(), tiny(1, 16)).unwrap().close().unwrap();
+}
+
+#[test]
+fn a_file_listed_twice_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("a.ft");
+    let link = dir.path().join("b.ft");
+    std::fs::write(&path, b"").unwrap();
+    std::fs::hard_link(&path, &link).unwrap();
+    for paths in [[path.clone(), path.clone()], [path.clone(), link]] {
+        expect_invalid(Db::open_devices(&paths, tiny(1, 16)), "listed twice");
+    }
+}
+
+/// Set in the child process of the test below: the store it opens and
+/// leaves open.
+const CRASH_STORE_ENV: &str = "FLASHTREE_TEST_CRASH_STORE";
+
+#[test]
+fn a_store_left_open_by_a_process_that_ended_is_refused() {
+    if let Some(dir) = std::env::var_os(CRASH_STORE_ENV) {
+        // The child: writes, then ends without closing the store, as a
+        // crash or a kill would (exit runs no destructors).
+        let db = Db::open(&dir, tiny(1, 16)).unwrap();
+        let t = db.tree("data").unwrap();
+        for i in 0..2000u32 {
+            db.put(t, &i.to_be_bytes(), &[1; 100]).unwrap();
+        }
+        std::process::exit(0);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 10);
+    let status = std::process::Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "a_store_left_open_by_a_process_that_ended_is_refused",
+            "--test-threads=1",
+        ])
+        .env(CRASH_STORE_ENV, dir.path())
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success(), "the child failed: {status}");
+    // Refused, and the refusal wrote nothing: refused again.
+    for _ in 0..2 {
+        match Db::open(dir.path(), tiny(1, 16)) {
+            Err(Error::NotClosedCleanly(msg)) => {
+                assert!(msg.contains("data.ft"), "{msg}");
+                assert!(msg.contains("crash"), "{msg}");
+            }
+            other => panic!("expected NotClosedCleanly, got {:?}", other.map(|_| ())),
+        }
+    }
 }

@@ -11,6 +11,7 @@
 //! | 40..48 | next page id never allocated |
 //! | 48..56 | first free-list page (u64::MAX: none) |
 //! | 56..60 | number of named trees |
+//! | 60..64 | 1 while a process has the store open, 0 once it closed cleanly |
 //! | 64.. | per tree: name length (u8), name, root page id (u64) |
 //!
 //! Free-list pages (kind = 4): 24..32 next free-list page, 32..36 count,
@@ -26,6 +27,7 @@ const FORMAT_VERSION: u32 = 1;
 const KIND_META: u16 = 3;
 const KIND_FREE_LIST: u16 = 4;
 const NONE: u64 = u64::MAX;
+const IN_USE_OFFSET: usize = 60;
 const TREES_OFFSET: usize = 64;
 const FREE_IDS_OFFSET: usize = 40;
 /// Page ids one free-list page holds.
@@ -45,6 +47,10 @@ pub struct Meta {
     pub free_list_head: Option<PageId>,
     /// (name, root page id) of each named tree.
     pub trees: Vec<(String, PageId)>,
+    /// Written as true when a process opens the store and as false when it
+    /// closes it. Found true at open, it means the last process to open the
+    /// store crashed or was killed before closing it.
+    pub in_use: bool,
 }
 
 fn put_u16(page: &mut [u8], at: usize, v: u16) {
@@ -74,6 +80,7 @@ pub fn encode_meta(meta: &Meta, page: &mut [u8; PAGE_SIZE]) {
     put_u64(page, 40, meta.next_pid);
     put_u64(page, 48, meta.free_list_head.unwrap_or(NONE));
     put_u32(page, 56, meta.trees.len() as u32);
+    put_u32(page, IN_USE_OFFSET, u32::from(meta.in_use));
     let mut at = TREES_OFFSET;
     for (name, root) in &meta.trees {
         assert!(name.len() <= MAX_TREE_NAME_BYTES);
@@ -125,11 +132,21 @@ pub fn decode_meta(page: &[u8; PAGE_SIZE]) -> Result<Meta> {
         trees.push((name.to_string(), get_u64(page, at)));
         at += 8;
     }
+    let in_use = match get_u32(page, IN_USE_OFFSET) {
+        0 => false,
+        1 => true,
+        other => {
+            return Err(Error::Corrupt(format!(
+                "metadata page: in-use flag is {other}"
+            )))
+        }
+    };
     let head = get_u64(page, 48);
     Ok(Meta {
         next_pid: get_u64(page, 40),
         free_list_head: (head != NONE).then_some(head),
         trees,
+        in_use,
     })
 }
 
@@ -191,6 +208,7 @@ mod tests {
             next_pid: 1234,
             free_list_head: Some(77),
             trees: vec![("a".into(), 1), ("orders".into(), 900)],
+            in_use: true,
         };
         let mut page = [0u8; PAGE_SIZE];
         encode_meta(&meta, &mut page);
@@ -208,6 +226,19 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("8192-byte pages"));
+        let closed = Meta {
+            in_use: false,
+            ..meta.clone()
+        };
+        encode_meta(&closed, &mut page);
+        assert_eq!(decode_meta(&page).unwrap(), closed);
+        let mut bad_flag = page;
+        put_u32(&mut bad_flag, IN_USE_OFFSET, 7);
+        seal_page(&mut bad_flag, 0);
+        assert!(decode_meta(&bad_flag)
+            .unwrap_err()
+            .to_string()
+            .contains("in-use flag is 7"));
         assert!(decode_meta(&[0u8; PAGE_SIZE])
             .unwrap_err()
             .to_string()

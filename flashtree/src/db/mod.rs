@@ -132,6 +132,9 @@ pub struct Db {
     threads: Mutex<Vec<WorkerThread>>,
     closed: AtomicBool,
     notes: Vec<String>,
+    /// The store's files, each under an exclusive `flock` until the Db is
+    /// dropped (after `close` marked the store closed).
+    _locks: Vec<std::fs::File>,
 }
 
 impl Db {
@@ -144,8 +147,15 @@ impl Db {
     }
 
     /// Opens or creates a store striped (RAID0) over these files or devices.
+    ///
+    /// One [`Db`] at a time may have a store open: the files are locked
+    /// ([`Error::InUse`] otherwise). A store that was open when its process
+    /// crashed or was killed is refused with [`Error::NotClosedCleanly`]:
+    /// flashtree has no write-ahead log, so such a store's pages may be
+    /// inconsistent with each other.
     pub fn open_devices(paths: &[PathBuf], options: Options) -> Result<Db> {
         validate_options(&options)?;
+        let locks = lock_store(paths)?;
         let is_new = paths.iter().all(|p| {
             std::fs::metadata(p)
                 .map(|m| m.is_file() && m.len() == 0)
@@ -161,12 +171,19 @@ impl Db {
                 next_pid: 1,
                 free_list_head: None,
                 trees: Vec::new(),
+                in_use: false,
             };
             write_meta(&storage, &meta, &[])?;
             (meta, Vec::new())
         } else {
             read_meta(&storage)?
         };
+        if meta.in_use {
+            return Err(Error::NotClosedCleanly(format!(
+                "{} was open in a process that ended without closing it (a crash or a kill). flashtree has no write-ahead log yet, so the pages written before that may be inconsistent with each other; recreate the store (delete these files) or restore a copy",
+                list_paths(paths)
+            )));
+        }
         let bm = Arc::new(BufferManager::new(
             storage.clone(),
             &BufferConfig {
@@ -179,6 +196,12 @@ impl Db {
             },
         )?);
         bm.set_allocation(meta.next_pid, free)?;
+        // From here on pages may be written: mark the store in use first.
+        let in_use = meta::Meta {
+            in_use: true,
+            ..meta.clone()
+        };
+        write_meta_page(&storage, &in_use)?;
         let inner = Arc::new(DbInner {
             bm: bm.clone(),
             workers: Arc::new(
@@ -187,15 +210,24 @@ impl Db {
                     .collect(),
             ),
             shutdown: Arc::new(AtomicBool::new(false)),
-            trees: Mutex::new(meta.trees),
+            trees: Mutex::new(meta.trees.clone()),
             next_worker: AtomicUsize::new(0),
         });
-        let (threads, notes) = start_workers(&inner, &options)?;
+        let (threads, notes) = match start_workers(&inner, &options) {
+            Ok(started) => started,
+            Err(e) => {
+                // The workers that started have stopped, and no request
+                // ran: the store is as closed as it was.
+                let _ = write_meta_page(&storage, &meta);
+                return Err(e);
+            }
+        };
         Ok(Db {
             inner,
             threads: Mutex::new(threads),
             closed: AtomicBool::new(false),
             notes,
+            _locks: locks,
         })
     }
 
@@ -488,6 +520,7 @@ impl Db {
             next_pid: bm.next_page_id(),
             free_list_head: None,
             trees,
+            in_use: false,
         };
         write_meta(bm.storage(), &meta, &bm.free_page_ids())
     }
@@ -925,6 +958,15 @@ fn start_workers(
             None => "disk request queue size unknown: submissions not limited".into(),
         });
     }
+    let stop_all = |threads: Vec<WorkerThread>| {
+        inner.shutdown.store(true, Ordering::Release);
+        for s in inner.workers.iter() {
+            s.wake();
+        }
+        for t in threads {
+            let _ = t.join();
+        }
+    };
     for w in 0..options.workers {
         let (tx, rx) = std::sync::mpsc::channel();
         let (bm, shared, shutdown, io) = (
@@ -933,10 +975,18 @@ fn start_workers(
             inner.shutdown.clone(),
             io_config.clone(),
         );
-        let handle = std::thread::Builder::new()
+        let spawned = std::thread::Builder::new()
             .name(format!("flashtree-w{w}"))
-            .spawn(move || worker::worker_main(bm, shared, w, io, shutdown, tx))
-            .map_err(|e| Error::Unsupported(format!("cannot start a worker thread: {e}")))?;
+            .spawn(move || worker::worker_main(bm, shared, w, io, shutdown, tx));
+        let handle = match spawned {
+            Ok(handle) => handle,
+            Err(e) => {
+                stop_all(threads);
+                return Err(Error::Unsupported(format!(
+                    "cannot start a worker thread: {e}"
+                )));
+            }
+        };
         threads.push(handle);
         match rx.recv() {
             Ok(Ok(worker_notes)) => {
@@ -945,19 +995,14 @@ fn start_workers(
                 }
             }
             Ok(Err(e)) => {
-                inner.shutdown.store(true, Ordering::Release);
-                for s in inner.workers.iter() {
-                    s.wake();
-                }
-                for t in threads {
-                    let _ = t.join();
-                }
+                stop_all(threads);
                 return Err(e);
             }
             Err(_) => {
+                stop_all(threads);
                 return Err(Error::Unsupported(
                     "a worker thread died during start-up".into(),
-                ))
+                ));
             }
         }
     }
@@ -993,6 +1038,73 @@ fn sync_page_io(
     Ok(())
 }
 
+/// The paths, for messages.
+fn list_paths(paths: &[PathBuf]) -> String {
+    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    names.join(", ")
+}
+
+/// How long [`lock_store`] retries a store that another Db holds.
+const LOCK_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Opens every path (creating missing files) and takes an exclusive
+/// `flock` on it, waiting at most [`LOCK_WAIT_MAX`]. The store stays locked while the
+/// returned files are open. The lock is advisory: it keeps out other
+/// flashtree Dbs, in this process or another, not other programs.
+fn lock_store(paths: &[PathBuf]) -> Result<Vec<std::fs::File>> {
+    use std::os::unix::fs::MetadataExt;
+    use std::os::unix::io::AsRawFd;
+    let mut files: Vec<std::fs::File> = Vec::with_capacity(paths.len());
+    let mut identities: Vec<(u64, u64)> = Vec::with_capacity(paths.len());
+    for path in paths {
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(path)
+            .map_err(|e| Error::Unsupported(format!("open {}: {e}", path.display())))?;
+        let stat = file
+            .metadata()
+            .map_err(|e| Error::Unsupported(format!("stat {}: {e}", path.display())))?;
+        let identity = (stat.dev(), stat.ino());
+        if identities.contains(&identity) {
+            return Err(Error::InvalidArgument(format!(
+                "{} is listed twice among the store's files",
+                path.display()
+            )));
+        }
+        identities.push(identity);
+        // A child process between fork and exec holds copies of the
+        // parent's descriptors, locks included, for a moment after the
+        // parent closed a Db: a conflict is retried for a while before it
+        // is reported.
+        let deadline = std::time::Instant::now() + LOCK_WAIT_MAX;
+        let locked = loop {
+            // SAFETY: flock on a descriptor this function owns; no memory involved.
+            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+            let error = std::io::Error::last_os_error();
+            let busy = rc != 0 && error.raw_os_error() == Some(libc::EWOULDBLOCK);
+            if !busy || std::time::Instant::now() >= deadline {
+                break if rc == 0 { Ok(()) } else { Err(error) };
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        };
+        if let Err(e) = locked {
+            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+                Error::InUse(format!(
+                    "{} is open in another flashtree Db (in this process or another); close that one first",
+                    path.display()
+                ))
+            } else {
+                Error::Unsupported(format!("flock {}: {e}", path.display()))
+            });
+        }
+        files.push(file);
+    }
+    Ok(files)
+}
+
 fn read_meta(storage: &Arc<Storage>) -> Result<(meta::Meta, Vec<PageId>)> {
     let mut buf = AlignedBuf::new(PAGE_SIZE);
     sync_page_io(storage, false, 0, &mut buf)
@@ -1025,13 +1137,27 @@ fn write_meta(storage: &Arc<Storage>, meta: &meta::Meta, free: &[PageId]) -> Res
         buf.copy_from_slice(&page[..]);
         sync_page_io(storage, true, pid, &mut buf)?;
     }
+    // Every page the metadata page describes is durable before it is.
+    sync_devices(storage)?;
     let meta = meta::Meta {
         free_list_head: head,
         ..meta.clone()
     };
+    write_meta_page(storage, &meta)
+}
+
+/// Writes the metadata page as `meta` says (its free-list head included),
+/// then syncs every device.
+fn write_meta_page(storage: &Arc<Storage>, meta: &meta::Meta) -> Result<()> {
+    let mut buf = AlignedBuf::new(PAGE_SIZE);
     let page: &mut [u8; PAGE_SIZE] = (&mut buf[..]).try_into().expect("one page");
-    meta::encode_meta(&meta, page);
+    meta::encode_meta(meta, page);
     sync_page_io(storage, true, 0, &mut buf)?;
+    sync_devices(storage)
+}
+
+/// fsync (fdatasync) every device of the store.
+fn sync_devices(storage: &Arc<Storage>) -> Result<()> {
     let mut channel = IoChannel::new(
         storage.clone(),
         &IoConfig {
