@@ -104,7 +104,13 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
     if let Some(rate) = peers.rate.filter(|r| !(r.is_finite() && *r > 0.0)) {
         return Err(format!("--rate {rate} must be a positive number"));
     }
-    let workload = build_workload(peers, memory_bytes)?;
+    // The device-limit file is as large as the largest dataset of the run.
+    let mut dataset_bytes = 0;
+    for combination in peers.combinations()? {
+        dataset_bytes = build_workload(&combination, memory_bytes)?
+            .dataset_bytes()
+            .max(dataset_bytes);
+    }
     let tasks_sweep: Vec<usize> = args
         .tasks
         .split(',')
@@ -135,7 +141,7 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
         dirty_spare_rounds: args.dirty_spare_rounds,
         hot_spare_rounds: args.hot_spare_rounds,
     };
-    Ok((settings, workload.dataset_bytes(), cores))
+    Ok((settings, dataset_bytes, cores))
 }
 
 /// Random 4 KiB read IOPS of the device under `dir`: io_uring, depth 128
@@ -216,7 +222,7 @@ mod tests {
     fn defaults_match_the_issue() {
         let args = parse(&[]);
         assert_eq!(args.peers.memory, "128MiB");
-        assert_eq!(args.peers.data_factor, 10.0);
+        assert_eq!(args.peers.data_factor_value(), Ok(10.0));
         assert_eq!(args.peers.cores, "0");
         assert!(validate(&args).is_ok());
     }
@@ -227,6 +233,8 @@ mod tests {
             &["--engines", "flashtree,postgres"][..],
             &["--memory", "lots"],
             &["--workload", "tpcd"],
+            &["--workload", "ycsb,tpcd"],
+            &["--data-factor", "0.5,-1"],
             &["--tasks", "0"],
             &["--backend", "carrier-pigeon"],
             &["--seconds", "0"],

@@ -3,6 +3,11 @@
 //! JSON file per run, `report.md` and PNG plots, and with `--json` prints one
 //! summary line per engine. With `--profile`, every timed run is sampled
 //! with Linux perf and the report says where each engine's CPU time goes.
+//!
+//! Lists of workloads and data factors run every combination in turn, each
+//! in `results/<timestamp>/<workload>-x<data factor>/` as above, and add
+//! `summary.md`, `summary.json` and `summary.png` over all of them
+//! ([`crate::suite`]).
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -23,7 +28,8 @@ use crate::workload::{OpKind, Workload};
 /// Command-line arguments of `bench compare`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct CompareArgs {
-    /// lookup, ycsb-a .. ycsb-f, or tpcc.
+    /// lookup, ycsb-a .. ycsb-f, or tpcc; or a comma-separated list of them
+    /// (`ycsb` = ycsb-a .. ycsb-f), each run in turn, with a summary.
     #[arg(long, default_value = "lookup")]
     pub workload: String,
     /// Comma-separated engines: flashtree, rocksdb, wiredtiger, lmdb.
@@ -32,9 +38,10 @@ pub struct CompareArgs {
     /// Memory budget per engine (cache / buffer pool), e.g. 128MiB.
     #[arg(long, default_value = "128MiB")]
     pub memory: String,
-    /// Loaded dataset ≈ data-factor × memory (1: in memory, 10: 10× out of memory).
-    #[arg(long, default_value_t = 10.0)]
-    pub data_factor: f64,
+    /// Loaded dataset ≈ data-factor × memory (0.5: in memory, 10: 10× out
+    /// of memory); a comma-separated list runs each workload at each.
+    #[arg(long, default_value = "10")]
+    pub data_factor: String,
     /// CPU cores for every engine, e.g. 0 or 0-3 (empty: no pinning).
     #[arg(long, default_value = "")]
     pub cores: String,
@@ -103,6 +110,72 @@ pub struct Hooks {
     pub device_limit: Option<Box<dyn Fn(&Path) -> Result<f64, String>>>,
 }
 
+/// The workloads `--workload` names, in order (`ycsb` expands to all six).
+fn parse_workloads(text: &str) -> Result<Vec<String>, String> {
+    let mut workloads: Vec<String> = Vec::new();
+    for name in text.split(',').map(|w| w.trim().to_ascii_lowercase()) {
+        let expanded: Vec<String> = match name.as_str() {
+            "" => continue,
+            "ycsb" => "abcdef".chars().map(|c| format!("ycsb-{c}")).collect(),
+            _ => vec![name],
+        };
+        for workload in expanded {
+            if !workloads.contains(&workload) {
+                workloads.push(workload);
+            }
+        }
+    }
+    if workloads.is_empty() {
+        return Err("--workload is empty".into());
+    }
+    Ok(workloads)
+}
+
+/// The data factors `--data-factor` lists, each in (0, 1000].
+fn parse_data_factors(text: &str) -> Result<Vec<f64>, String> {
+    let factors: Vec<f64> = text
+        .split(',')
+        .map(|f| f.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("bad --data-factor {text:?}: use e.g. 10 or 0.5,10"))?;
+    if let Some(bad) = factors.iter().find(|f| !(**f > 0.0 && **f <= 1000.0)) {
+        return Err(format!("--data-factor {bad} out of range (0, 1000]"));
+    }
+    Ok(factors)
+}
+
+impl CompareArgs {
+    /// The data factor of a single run (an error for a list: see
+    /// [`CompareArgs::combinations`]).
+    pub fn data_factor_value(&self) -> Result<f64, String> {
+        match parse_data_factors(&self.data_factor)?.as_slice() {
+            [factor] => Ok(*factor),
+            _ => Err(format!(
+                "--data-factor {:?}: one value expected here",
+                self.data_factor
+            )),
+        }
+    }
+
+    /// One copy of the arguments per (workload, data factor), workloads
+    /// outermost, each with a single workload and data factor.
+    pub fn combinations(&self) -> Result<Vec<CompareArgs>, String> {
+        let workloads = parse_workloads(&self.workload)?;
+        let factors = parse_data_factors(&self.data_factor)?;
+        let mut all = Vec::with_capacity(workloads.len() * factors.len());
+        for workload in &workloads {
+            for factor in &factors {
+                all.push(CompareArgs {
+                    workload: workload.clone(),
+                    data_factor: factor.to_string(),
+                    ..self.clone()
+                });
+            }
+        }
+        Ok(all)
+    }
+}
+
 /// The summary line of one engine (`--json`); null where unknown.
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
@@ -128,6 +201,35 @@ pub struct Summary {
     pub lat_us_p50: Option<f64>,
     pub lat_us_p99: Option<f64>,
     pub load_records_per_sec: f64,
+}
+
+#[cfg(test)]
+impl Summary {
+    /// A summary with only these figures set (unit tests).
+    pub(crate) fn for_tests(engine: &str, ops_per_sec: f64, cpu_us_per_op: f64) -> Summary {
+        Summary {
+            engine: engine.into(),
+            workload: "test".into(),
+            records: 1000,
+            pool_bytes: 1 << 20,
+            dataset_bytes: 10 << 20,
+            workers: None,
+            tasks: None,
+            threads: Some(1),
+            settings: String::new(),
+            ops_per_sec,
+            read_iops: None,
+            write_iops: None,
+            hit_ratio: None,
+            cpu_s: 1.0,
+            cpu_us_per_op: Some(cpu_us_per_op),
+            cpu_us_per_op_user: None,
+            cpu_us_per_op_sys: None,
+            lat_us_p50: None,
+            lat_us_p99: None,
+            load_records_per_sec: 0.0,
+        }
+    }
 }
 
 /// Everything measured for one engine (the per-run JSON file).
@@ -174,10 +276,57 @@ pub fn run_compare(args: &CompareArgs, hooks: &Hooks) -> Result<(), String> {
             args.seconds
         ));
     }
+    let combinations = args.combinations()?;
+    for combination in &combinations {
+        build_workload(combination, memory_bytes)?;
+    }
     pin_process_to(&cores)?;
     let out_dir = results_dir(&args.results)?;
+    if let [single] = combinations.as_slice() {
+        run_combination(single, hooks, &engines, &cores, &thread_counts, &out_dir)?;
+    } else {
+        let mut done = Vec::with_capacity(combinations.len());
+        for combination in &combinations {
+            let data_factor = combination.data_factor_value()?;
+            let dir = out_dir.join(format!("{}-x{data_factor}", combination.workload));
+            std::fs::create_dir_all(&dir)
+                .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            eprintln!(
+                "== {} at data factor {data_factor} ({} of {}) ==",
+                combination.workload,
+                done.len() + 1,
+                combinations.len()
+            );
+            let (runs, device_iops) =
+                run_combination(combination, hooks, &engines, &cores, &thread_counts, &dir)?;
+            done.push(crate::suite::Combination {
+                workload: combination.workload.clone(),
+                data_factor,
+                device_iops,
+                summaries: runs.into_iter().map(|r| r.summary).collect(),
+            });
+            // Rewritten after every combination: a stopped suite keeps
+            // the summary of what it finished.
+            crate::suite::write_summary(&out_dir, args, &done)?;
+        }
+    }
+    eprintln!("results in {}", out_dir.display());
+    Ok(())
+}
+
+/// Runs one workload at one data factor on every engine into `out_dir`
+/// (JSON per engine, report.md, plots). Returns the runs and the device limit.
+fn run_combination(
+    args: &CompareArgs,
+    hooks: &Hooks,
+    engines: &[String],
+    cores: &[usize],
+    thread_counts: &[usize],
+    out_dir: &Path,
+) -> Result<(Vec<EngineRun>, Option<f64>), String> {
+    let memory_bytes = parse_bytes(&args.memory)?;
     let mut runs = Vec::new();
-    for name in &engines {
+    for name in engines {
         let workload = build_workload(args, memory_bytes)?;
         let run = run_engine(
             name,
@@ -185,13 +334,13 @@ pub fn run_compare(args: &CompareArgs, hooks: &Hooks) -> Result<(), String> {
             args,
             hooks,
             memory_bytes,
-            &cores,
-            &thread_counts,
-            &out_dir,
+            cores,
+            thread_counts,
+            out_dir,
         )?;
         write_json(&out_dir.join(format!("{name}.json")), &run)?;
         if run.profile.is_some() {
-            crate::report::write_profile_text(&out_dir, &run)?;
+            crate::report::write_profile_text(out_dir, &run)?;
         }
         if args.json {
             println!(
@@ -205,10 +354,9 @@ pub fn run_compare(args: &CompareArgs, hooks: &Hooks) -> Result<(), String> {
         Some(measure) => Some(measure(&args.dir)?),
         None => None,
     };
-    crate::report::write_report(&out_dir, args, &runs, device_iops)?;
-    crate::plots::write_plots(&out_dir, &runs)?;
-    eprintln!("results in {}", out_dir.display());
-    Ok(())
+    crate::report::write_report(out_dir, args, &runs, device_iops)?;
+    crate::plots::write_plots(out_dir, &runs)?;
+    Ok((runs, device_iops))
 }
 
 fn parse_thread_counts(text: &str) -> Result<Vec<usize>, String> {
@@ -250,13 +398,7 @@ fn parse_engines(text: &str, hooks: &Hooks) -> Result<Vec<String>, String> {
 
 /// Builds the workload, sizing records (or warehouses) to data-factor × memory.
 pub fn build_workload(args: &CompareArgs, memory_bytes: u64) -> Result<Workload, String> {
-    if !(args.data_factor > 0.0 && args.data_factor <= 1000.0) {
-        return Err(format!(
-            "--data-factor {} out of range (0, 1000]",
-            args.data_factor
-        ));
-    }
-    let dataset_bytes = memory_bytes as f64 * args.data_factor;
+    let dataset_bytes = memory_bytes as f64 * args.data_factor_value()?;
     let records = |record_bytes: usize| {
         args.records
             .unwrap_or((dataset_bytes / record_bytes as f64) as u64)

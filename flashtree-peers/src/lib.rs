@@ -62,6 +62,7 @@ pub mod kv;
 pub mod plots;
 pub mod report;
 pub mod rng;
+pub mod suite;
 pub mod sys;
 pub mod targets;
 pub mod testing;

@@ -94,7 +94,7 @@ pub fn write_report(
     let workload = args.workload.to_ascii_lowercase();
     let shape = crate::targets::RunShape {
         workload: &workload,
-        data_factor: args.data_factor,
+        data_factor: args.data_factor_value()?,
         cores: runs.first().map_or(0, |r| r.cores.len()),
         uniform_keys: args.zipf.is_none(),
         device_iops,

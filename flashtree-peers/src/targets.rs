@@ -241,26 +241,9 @@ mod tests {
     fn run(engine: &str, ops_per_sec: f64, cpu_us_per_op: f64, read_iops: f64) -> EngineRun {
         EngineRun {
             summary: Summary {
-                engine: engine.into(),
-                workload: "lookup".into(),
-                records: 1000,
-                pool_bytes: 1 << 20,
-                dataset_bytes: 10 << 20,
-                workers: None,
-                tasks: None,
-                threads: Some(1),
-                settings: String::new(),
-                ops_per_sec,
                 read_iops: Some(read_iops),
                 write_iops: Some(0.0),
-                hit_ratio: None,
-                cpu_s: 1.0,
-                cpu_us_per_op: Some(cpu_us_per_op),
-                cpu_us_per_op_user: None,
-                cpu_us_per_op_sys: None,
-                lat_us_p50: None,
-                lat_us_p99: None,
-                load_records_per_sec: 0.0,
+                ..Summary::for_tests(engine, ops_per_sec, cpu_us_per_op)
             },
             lat_us_p999: None,
             rate_ops_per_sec: None,
