@@ -841,3 +841,98 @@ fn get_many_answers_every_key_once_with_reads_in_flight_together() {
         "the pool must miss"
     );
 }
+
+/// Scans by tasks (`TaskCtx::scan`, which goes from leaf to leaf through the
+/// parent) while other tasks insert and delete around them, with a tiny
+/// pool: every scan sees strictly ordered keys, every value matches its
+/// key, and every key that no one deletes (the even ones) shows up in full
+/// forward and backward scans. A skipped or repeated leaf fails it.
+#[test]
+fn task_scans_see_every_stable_key_once_while_others_write() {
+    const STABLE_KEYS: u64 = 3000;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(2, 48)).unwrap();
+    let tree = db.tree("scan").unwrap();
+    for i in (0..2 * STABLE_KEYS).step_by(2) {
+        db.put(tree, &shared_key(i), &value_for(&shared_key(i), 0, 0))
+            .unwrap();
+    }
+    let failures = Failures::default();
+    let scans_done = Arc::new(Mutex::new(0u64));
+    let (f, done) = (failures.clone(), scans_done.clone());
+    db.run(8, move |ctx| {
+        let (failures, done) = (f.clone(), done.clone());
+        async move {
+            let me = (ctx.worker() * 8 + ctx.task_index()) as u64;
+            if me % 2 == 1 {
+                // Writers churn the odd keys, with values of varying length
+                // so that leaves split and merge.
+                for round in 0..400u64 {
+                    let i = 2 * (splitmix(me * 1_000_003 + round) % STABLE_KEYS) + 1;
+                    let key = shared_key(i);
+                    let result = if round % 3 == 2 {
+                        ctx.delete(tree, &key).await.map(|_| ())
+                    } else {
+                        ctx.put(tree, &key, &value_for(&key, me, round)).await
+                    };
+                    if let Err(e) = result {
+                        failures.add(format!("writer {me}: {e}"));
+                        return;
+                    }
+                }
+                return;
+            }
+            for round in 0..6u64 {
+                let direction = if round % 2 == 0 {
+                    ScanDirection::Forward
+                } else {
+                    ScanDirection::Backward
+                };
+                let start = match direction {
+                    ScanDirection::Forward => Vec::new(),
+                    ScanDirection::Backward => vec![0xFF; 40],
+                };
+                let mut previous: Option<Vec<u8>> = None;
+                let mut stable_seen = 0u64;
+                let mut problem = None;
+                let result = ctx
+                    .scan(tree, &start, direction, |k, v| {
+                        let ordered = previous.as_deref().is_none_or(|p| match direction {
+                            ScanDirection::Forward => p < k,
+                            ScanDirection::Backward => p > k,
+                        });
+                        if !ordered || parse_value(k, v).is_none() {
+                            problem = Some(format!("out of order or bad value at {k:?}"));
+                            return false;
+                        }
+                        let i = u32::from_be_bytes(k[k.len() - 4..].try_into().unwrap());
+                        stable_seen += u64::from(i % 2 == 0);
+                        previous = Some(k.to_vec());
+                        true
+                    })
+                    .await;
+                if let Err(e) = result {
+                    failures.add(format!("scanner {me}: {e}"));
+                    return;
+                }
+                if let Some(p) = problem {
+                    failures.add(format!("scanner {me} {direction:?}: {p}"));
+                    return;
+                }
+                if stable_seen != STABLE_KEYS {
+                    failures.add(format!(
+                        "scanner {me} {direction:?}: {stable_seen} of {STABLE_KEYS} stable keys"
+                    ));
+                }
+                *done.lock().unwrap() += 1;
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    assert_eq!(*scans_done.lock().unwrap(), 8 * 6);
+    let stats = db.stats();
+    assert!(stats.evictions > 0, "the pool never evicted: {stats:?}");
+    db.check_tree(tree).unwrap();
+    db.close().unwrap();
+}

@@ -508,6 +508,137 @@ pub fn scan_leaf(
     Ok(())
 }
 
+/// Where a visiting scan goes next without descending from the root: the
+/// next leaf through the parent of the leaf just visited, valid while that
+/// parent is unchanged (leaves under one parent are neighbours in key order).
+#[derive(Clone, Copy, Debug)]
+pub struct ScanCursor {
+    parent: Stamp,
+    /// The next leaf's index in the parent (`count()` = the upper child).
+    index: usize,
+    child: PageId,
+}
+
+/// How a [`scan_leaf_visit`] step ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScanStep {
+    /// The visitor returned false.
+    Stopped,
+    /// The last leaf in the scan's direction was visited.
+    End,
+    /// Continue with the next step (from the updated `from`).
+    Next,
+}
+
+/// Does `leaf` hold the keys around `key` (`lower < key <= upper`)?
+fn leaf_covers(leaf: &Node, key: &[u8]) -> bool {
+    let (lower, upper) = (leaf.lower_fence(), leaf.upper_fence());
+    (lower.is_empty() || lower < key) && (upper.is_empty() || key <= upper)
+}
+
+/// The leaf for `from` with its parent and its index there: through
+/// `cursor` when its parent is unchanged, else by a descent from the root.
+#[allow(clippy::type_complexity)]
+fn scan_position<'a>(
+    bm: &'a BufferManager,
+    root: PageId,
+    from: &[u8],
+    cursor: &mut Option<ScanCursor>,
+) -> OpResult<(Option<(GuardO<'a>, usize)>, GuardO<'a>)> {
+    if let Some(c) = *cursor {
+        // An evicted or changed parent: descend instead.
+        if let Ok(parent) = bm.fix_optimistic(c.parent.pid) {
+            if parent.stamp() == c.parent {
+                // A miss here is loaded and the step retried, cursor kept.
+                let leaf = bm.fix_optimistic(c.child)?;
+                parent.check()?;
+                return Ok((Some((parent, c.index)), leaf));
+            }
+        }
+        *cursor = None;
+    }
+    let (parent, leaf) = descend(bm, root, from)?;
+    let parent = parent.map(|p| {
+        let index = Node::from_page(p.page()).child_index_for(from);
+        (p, index)
+    });
+    Ok((parent, leaf))
+}
+
+/// One step of a scan that hands entries to `visit` in place, with no
+/// copy: visits the entries of the leaf holding `from` that are `>= from`
+/// (forward) or `<= from` (backward), under a shared latch, until `visit`
+/// returns false. `visit` runs only once nothing can make the step restart,
+/// so a restarted step never visits an entry twice. On [`ScanStep::Next`],
+/// `from` is where the next step starts, and `cursor` lets it skip the
+/// descent. `key` is scratch space for the visited keys.
+pub fn scan_leaf_visit(
+    bm: &BufferManager,
+    root: PageId,
+    from: &mut Vec<u8>,
+    direction: Direction,
+    cursor: &mut Option<ScanCursor>,
+    key: &mut Vec<u8>,
+    visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
+) -> OpResult<ScanStep> {
+    let via_cursor = cursor.is_some();
+    let (parent, leaf_o) = scan_position(bm, root, from, cursor)?;
+    let leaf = bm.fix_shared(leaf_o.pid())?;
+    let n = Node::from_page(leaf.page());
+    if !n.is_leaf() || (via_cursor && !leaf_covers(n, from)) {
+        *cursor = None;
+        return Err(Restart::Retry.into());
+    }
+    let next_cursor = match &parent {
+        Some((p, index)) => {
+            let pn = Node::from_page(p.page());
+            let next = match direction {
+                Direction::Forward => (*index < pn.count()).then_some(index + 1),
+                Direction::Backward => index.checked_sub(1),
+            };
+            let next_cursor = next.map(|i| ScanCursor {
+                parent: p.stamp(),
+                index: i,
+                child: pn.child_at(i),
+            });
+            // The leaf is still the one for `from`, and the page id just
+            // read is one the parent held.
+            p.check()?;
+            next_cursor
+        }
+        None => None,
+    };
+    // Nothing below can fail: visit.
+    let (slot, found) = n.lower_bound(from);
+    let mut visit_slot = |s: usize| {
+        n.key_into(s, key);
+        visit(key, n.value(s))
+    };
+    let completed = match direction {
+        Direction::Forward => (slot..n.count()).all(&mut visit_slot),
+        Direction::Backward => (0..if found { slot + 1 } else { slot })
+            .rev()
+            .all(&mut visit_slot),
+    };
+    if !completed {
+        return Ok(ScanStep::Stopped);
+    }
+    match direction {
+        Direction::Forward if !n.upper_fence().is_empty() => {
+            from.clear();
+            from.extend_from_slice(n.upper_fence());
+            from.push(0); // the smallest key above this leaf
+        }
+        Direction::Backward if !n.lower_fence().is_empty() => {
+            from.clear();
+            from.extend_from_slice(n.lower_fence());
+        }
+        _ => return Ok(ScanStep::End),
+    }
+    *cursor = next_cursor;
+    Ok(ScanStep::Next)
+}
+
 /// What the invariant checker found in one node.
 #[derive(Debug)]
 pub struct NodeReport {

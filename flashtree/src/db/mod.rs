@@ -24,7 +24,7 @@ pub use meta::{MAX_TREES, MAX_TREE_NAME_BYTES};
 pub use reply::Reply;
 
 use crate::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
-use crate::btree::tree::{self, Direction, ScanBatch};
+use crate::btree::tree::{self, Direction, ScanBatch, ScanStep};
 use crate::buffer::{
     BufferConfig, BufferManager, LoadStart, OpError, PageId, Restart, MIN_FRAMES_PER_WORKER,
 };
@@ -830,7 +830,11 @@ impl TaskCtx {
         Ok(found)
     }
 
-    /// Calls `f` on entries from `start` in `direction` until it returns false.
+    /// Calls `f` on entries from `start` in `direction` until it returns
+    /// false. `f` sees keys and values in place, under a shared latch of
+    /// their leaf (writers of that leaf wait): keep it short. It goes from
+    /// leaf to leaf through their parent, descending from the root only
+    /// when the parent changed or a new parent begins.
     pub async fn scan(
         &self,
         tree: Tree,
@@ -839,21 +843,24 @@ impl TaskCtx {
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let bm = &self.inner.bm;
-        let mut batch = ScanBatch::default();
         let mut from = start.to_vec();
+        let mut cursor = None;
+        let mut key = Vec::new();
         loop {
-            run_op(&self.reads, |_| {
-                tree::scan_leaf(bm, tree.root, &from, direction, &mut batch)
+            let step = run_op(&self.reads, |_| {
+                tree::scan_leaf_visit(
+                    bm,
+                    tree.root,
+                    &mut from,
+                    direction,
+                    &mut cursor,
+                    &mut key,
+                    &mut f,
+                )
             })
             .await?;
-            for (k, v) in batch.entries() {
-                if !f(k, v) {
-                    return Ok(());
-                }
-            }
-            match batch.next.take() {
-                Some(next) => from = next,
-                None => return Ok(()),
+            if step != ScanStep::Next {
+                return Ok(());
             }
         }
     }
