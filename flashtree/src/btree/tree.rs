@@ -282,6 +282,35 @@ fn find_parent<'a>(
     }
 }
 
+/// Whether `key`, which sorts after every key of `n`, looks appended to
+/// them rather than inserted at random: `n` is the last node of the tree,
+/// or `key` lies much nearer `n`'s last key than its upper fence (the keys
+/// before it are dense, the next ones far away: an order appended to its
+/// district). Distances compare the 8 bytes after the prefix that the last
+/// key and the fence share, as big-endian numbers. A random key is that
+/// near in a fifth of the cases, so most random inserts get the balanced
+/// split, which keeps pages of large rows fuller (30,000 random 8-byte
+/// keys with 1,000-byte values: 2.0 instead of 1.8 entries per leaf of at
+/// most 3).
+fn looks_appended(n: &Node, key: &[u8]) -> bool {
+    let upper = n.upper_fence();
+    if upper.is_empty() || n.count() == 0 {
+        return true;
+    }
+    let mut last = Vec::with_capacity(MAX_KEY_BYTES);
+    n.key_into(n.count() - 1, &mut last);
+    let shared = last.iter().zip(upper).take_while(|(a, b)| a == b).count();
+    let word = |k: &[u8]| {
+        let mut bytes = [0u8; 8];
+        for (to, from) in bytes.iter_mut().zip(k.iter().skip(shared)) {
+            *to = *from;
+        }
+        u64::from_be_bytes(bytes)
+    };
+    let (last, key, upper) = (word(&last), word(key), word(upper));
+    key.saturating_sub(last) < upper.saturating_sub(key) / 4
+}
+
 /// Splits node `pid` (which holds `key`'s range), splitting parents first
 /// when they lack room for the separator.
 fn split(
@@ -322,7 +351,7 @@ fn split(
                 n.lower_bound(previous).0 == insert_slot
             }
         });
-    if insert_slot == n.count() && n.count() >= 3 {
+    if insert_slot == n.count() && n.count() >= 3 && looks_appended(n, key) {
         n.split_for_append(left.page_mut(), &mut separator);
     } else if !(sequential
         && n.split_for_sequential(insert_slot, key, left.page_mut(), &mut separator))
