@@ -21,12 +21,12 @@ if ! command -v cargo >/dev/null 2>&1; then
   [ -x "$HOME/.cargo/bin/cargo" ] && export PATH="$HOME/.cargo/bin:$PATH"
 fi
 if ! command -v cargo >/dev/null 2>&1; then
-  echo "setup: no cargo found; installing Debian's cargo (flashtree needs Rust >= 1.89)"
+  echo "setup: no cargo found; installing Debian's cargo (flashtree needs Rust >= 1.90)"
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq cargo >/dev/null
 fi
-# The newest rust-version among the dependencies (crc-fast) is 1.89.
+# The newest rust-version among the dependencies (redb, fjall) is 1.90.
 rustc_version=$(rustc --version 2>/dev/null | awk '{print $2}')
-if ! printf '%s\n%s\n' 1.89.0 "${rustc_version:-0}" | sort -V -C; then
-  echo "setup: rustc ${rustc_version:-(none)} is too old: flashtree needs Rust >= 1.89 (rustup, or a newer Debian)" >&2
+if ! printf '%s\n%s\n' 1.90.0 "${rustc_version:-0}" | sort -V -C; then
+  echo "setup: rustc ${rustc_version:-(none)} is too old: flashtree needs Rust >= 1.90 (rustup, or a newer Debian)" >&2
   exit 1
 fi

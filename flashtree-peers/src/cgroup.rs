@@ -1,17 +1,19 @@
 //! A memory cgroup for engines that read through mmap / the page cache
-//! (LMDB). The whole process moves into a child cgroup (memory cgroups
-//! charge pages per process, not per thread) and moves back afterwards.
-//! cgroup v2 and v1.
+//! (LMDB, redb, fjall). The whole process moves into a child cgroup (memory
+//! cgroups charge pages per process, not per thread) and moves back
+//! afterwards. cgroup v2 and v1.
 //!
-//! The budget is for the engine's cache, which for LMDB is the page cache of
-//! its file. The process also allocates anonymous memory while it is in the
-//! group (harness and engine threads' stacks, histograms, heap), and that is
-//! charged to the group too. So the limit follows it: a tracker thread sets
-//! `limit = budget + the group's anonymous memory + slack` every
-//! [`TRACK_PERIOD`], which leaves the page cache about `budget` bytes, as
-//! the other engines' caches are. Pages charged before the process entered
-//! stay with the parent group (neither v1 nor v2 moves charges by default),
-//! so they do not count.
+//! The group bounds the engine's page cache to an allowance: for LMDB, whose
+//! only cache is the page cache of its file, the budget; for engines with a
+//! cache of their own sized to the budget (redb, fjall), a small allowance
+//! (see `adapters::page_cache_bytes`). The process also allocates anonymous
+//! memory while it is in the group (harness and engine threads' stacks,
+//! histograms, heap, and those engines' own caches), and that is charged to
+//! the group too. So the limit follows it: a tracker thread sets
+//! `limit = allowance + the group's anonymous memory + slack` every
+//! [`TRACK_PERIOD`], which leaves the page cache about the allowance. Pages
+//! charged before the process entered stay with the parent group (neither
+//! v1 nor v2 moves charges by default), so they do not count.
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,8 +23,9 @@ use std::time::Duration;
 
 /// How often the tracker adjusts the limit.
 pub const TRACK_PERIOD: Duration = Duration::from_millis(50);
-/// Allowance above budget + anonymous memory: kernel memory the group is
-/// charged for (page tables, slab), and anonymous growth between two checks.
+/// Room above page cache allowance + anonymous memory: kernel memory the
+/// group is charged for (page tables, slab), and anonymous growth between
+/// two checks.
 pub const SLACK_BYTES: u64 = 8 << 20;
 /// Smallest change of the limit that is written (fewer writes, same effect).
 const LIMIT_STEP_BYTES: u64 = 1 << 20;
@@ -39,9 +42,10 @@ pub struct CgroupPeaks {
 /// A created cgroup the process is in; [`MemoryCgroup::leave`] undoes it.
 #[derive(Debug)]
 pub struct MemoryCgroup {
+    name: String,
     path: PathBuf,
     parent_procs: PathBuf,
-    budget_bytes: u64,
+    page_cache_bytes: u64,
     version: u8,
     stop: Arc<AtomicBool>,
     tracker: Option<JoinHandle<Result<CgroupPeaks, String>>>,
@@ -103,8 +107,8 @@ pub fn parse_memory_stat(text: &str, version: u8) -> Option<(u64, u64)> {
 }
 
 /// The limit for `anon_bytes` of anonymous memory.
-fn limit_for(budget_bytes: u64, anon_bytes: u64) -> u64 {
-    budget_bytes + anon_bytes + SLACK_BYTES
+fn limit_for(page_cache_bytes: u64, anon_bytes: u64) -> u64 {
+    page_cache_bytes + anon_bytes + SLACK_BYTES
 }
 
 fn limit_file(version: u8) -> &'static str {
@@ -115,11 +119,12 @@ fn limit_file(version: u8) -> &'static str {
     }
 }
 
-/// Keeps the limit at budget + anonymous memory until `stop`; returns the peaks.
+/// Keeps the limit at page cache allowance + anonymous memory until `stop`;
+/// returns the peaks.
 fn track(
     path: PathBuf,
     version: u8,
-    budget_bytes: u64,
+    page_cache_bytes: u64,
     mut limit_bytes: u64,
     stop: Arc<AtomicBool>,
 ) -> Result<CgroupPeaks, String> {
@@ -133,7 +138,7 @@ fn track(
             .ok_or_else(|| format!("{}: no anon/file fields", stat_path.display()))?;
         peaks.anon_bytes_max = peaks.anon_bytes_max.max(anon_bytes);
         peaks.file_bytes_max = peaks.file_bytes_max.max(file_bytes);
-        let wanted = limit_for(budget_bytes, anon_bytes);
+        let wanted = limit_for(page_cache_bytes, anon_bytes);
         if wanted.abs_diff(limit_bytes) >= LIMIT_STEP_BYTES {
             write(&limit_path, &wanted.to_string())?;
             limit_bytes = wanted;
@@ -147,8 +152,9 @@ fn track(
 
 impl MemoryCgroup {
     /// Creates `flashtree-<name>-<pid>` under the current cgroup, moves the
-    /// process into it and starts tracking its limit (see the module docs).
-    pub fn enter(name: &str, budget_bytes: u64) -> Result<Self, String> {
+    /// process into it and starts tracking its limit so that engine `name`'s
+    /// page cache gets about `page_cache_bytes` (see the module docs).
+    pub fn enter(name: &str, page_cache_bytes: u64) -> Result<Self, String> {
         let (parent, version) = current_cgroup()?;
         let path = parent.join(format!("flashtree-{name}-{}", std::process::id()));
         if !path.exists() {
@@ -160,7 +166,7 @@ impl MemoryCgroup {
         }
         // Until the first check the process's whole resident memory may come
         // along (it does not, by default): start loose, the tracker tightens.
-        let first_limit_bytes = limit_for(budget_bytes, crate::sys::rss_bytes());
+        let first_limit_bytes = limit_for(page_cache_bytes, crate::sys::rss_bytes());
         write(
             &path.join(limit_file(version)),
             &first_limit_bytes.to_string(),
@@ -171,13 +177,14 @@ impl MemoryCgroup {
             let (path, stop) = (path.clone(), stop.clone());
             std::thread::Builder::new()
                 .name("cgroup-limit".into())
-                .spawn(move || track(path, version, budget_bytes, first_limit_bytes, stop))
+                .spawn(move || track(path, version, page_cache_bytes, first_limit_bytes, stop))
                 .map_err(|e| format!("cannot start the cgroup limit tracker: {e}"))?
         };
         Ok(MemoryCgroup {
+            name: name.to_string(),
             parent_procs: parent.join("cgroup.procs"),
             path,
-            budget_bytes,
+            page_cache_bytes,
             version,
             stop,
             tracker: Some(tracker),
@@ -186,13 +193,15 @@ impl MemoryCgroup {
     /// One line for the report.
     pub fn describe(&self) -> String {
         format!(
-            "memory cgroup v{} {}: limit = budget {} B + the group's anonymous memory + {} MiB, \
-             reset every {} ms, so LMDB's page cache gets about the budget",
+            "memory cgroup v{} {}: limit = page cache allowance {} B + the group's anonymous \
+             memory + {} MiB, reset every {} ms, so {}'s page cache gets about {} B",
             self.version,
             self.path.display(),
-            self.budget_bytes,
+            self.page_cache_bytes,
             SLACK_BYTES >> 20,
-            TRACK_PERIOD.as_millis()
+            TRACK_PERIOD.as_millis(),
+            self.name,
+            self.page_cache_bytes,
         )
     }
     /// Stops tracking, moves the process back to the parent cgroup and

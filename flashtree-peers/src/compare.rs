@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
-use crate::adapters::open_peer;
+use crate::adapters::{cache_setting, open_peer, page_cache_bytes};
 use crate::cgroup::MemoryCgroup;
 use crate::driver::{best_index, run_phase, sweep_counts, sweep_threads, PhaseResult, PhaseSpec};
 use crate::engine::{Concurrency, Engine, EngineConfig, EngineFactory};
@@ -32,7 +32,8 @@ pub struct CompareArgs {
     /// (`ycsb` = ycsb-a .. ycsb-f), each run in turn, with a summary.
     #[arg(long, default_value = "lookup")]
     pub workload: String,
-    /// Comma-separated engines: flashtree, rocksdb, wiredtiger, lmdb.
+    /// Comma-separated engines: flashtree, rocksdb, wiredtiger, lmdb, redb,
+    /// fjall (redb and fjall are optional: not in the default list).
     #[arg(long, default_value = "flashtree,rocksdb,wiredtiger,lmdb")]
     pub engines: String,
     /// Memory budget per engine (cache / buffer pool), e.g. 128MiB.
@@ -258,8 +259,20 @@ pub struct EngineRun {
     pub perf_data_path: Option<PathBuf>,
 }
 
-/// Durability, the same for every engine.
-pub const DURABILITY: &str = "WAL/logging off for every engine; no sync at commit";
+/// The durability line of a report over these engines: the same for all
+/// but fjall, which cannot turn its journal off
+/// ([`crate::adapters::durability`] gives each engine's own).
+pub fn durability_line<'a>(engines: impl IntoIterator<Item = &'a str>) -> String {
+    let base = "WAL/logging off and no sync at commit for every engine";
+    if engines.into_iter().any(|e| e == "fjall") {
+        format!(
+            "{base} except fjall: {}",
+            crate::adapters::durability("fjall")
+        )
+    } else {
+        base.to_string()
+    }
+}
 
 /// Runs the comparison described by `args`.
 pub fn run_compare(args: &CompareArgs, hooks: &Hooks) -> Result<(), String> {
@@ -382,7 +395,8 @@ fn parse_engines(text: &str, hooks: &Hooks) -> Result<Vec<String>, String> {
         let known = crate::adapters::PEER_NAMES.contains(&name) || name == "flashtree";
         if !known {
             return Err(format!(
-                "unknown engine {name:?}: use flashtree, rocksdb, wiredtiger, lmdb"
+                "unknown engine {name:?}: use flashtree, {}",
+                crate::adapters::PEER_NAMES.join(", ")
             ));
         }
         if name == "flashtree" && hooks.flashtree.is_none() {
@@ -465,18 +479,8 @@ fn run_engine(
         threads_max: *thread_counts.iter().max().unwrap_or(&1),
         cores: cores.to_vec(),
     };
-    let cgroup = if name == "lmdb" {
-        Some(MemoryCgroup::enter(name, memory_bytes))
-    } else {
-        None
-    };
-    let memory_limit = match &cgroup {
-        Some(Ok(group)) => group.describe(),
-        Some(Err(error)) => {
-            format!("NO memory cgroup could be made ({error}): LMDB used the whole page cache")
-        }
-        None => "engine cache = budget".to_string(),
-    };
+    let cgroup = page_cache_bytes(name, memory_bytes).map(|bytes| MemoryCgroup::enter(name, bytes));
+    let memory_limit = describe_memory_limit(name, memory_bytes, &cgroup);
     let result = open_engine(name, &config, hooks).and_then(|engine| {
         pin_process_to(cores)?;
         let measured = measure_engine(
@@ -499,6 +503,23 @@ fn run_engine(
         let _ = std::fs::remove_dir_all(&dir);
     }
     result
+}
+
+/// The report's memory line of engine `name`: its cache and, for engines
+/// that read through the page cache, the memory cgroup bounding it.
+fn describe_memory_limit(
+    name: &str,
+    memory_bytes: u64,
+    cgroup: &Option<Result<MemoryCgroup, String>>,
+) -> String {
+    let cache = cache_setting(name, memory_bytes);
+    match cgroup {
+        Some(Ok(group)) => format!("{cache}; {}", group.describe()),
+        Some(Err(error)) => format!(
+            "{cache}; NO memory cgroup could be made ({error}): {name} used the whole page cache"
+        ),
+        None => "engine cache = budget".to_string(),
+    }
 }
 
 fn measure_engine(
@@ -635,7 +656,7 @@ fn engine_run(
         seconds: args.seconds,
         cores: config.cores.clone(),
         memory_limit,
-        durability: DURABILITY.to_string(),
+        durability: crate::adapters::durability(engine.name()).to_string(),
         ops_by_kind: OpKind::ALL
             .iter()
             .filter(|kind| best.stats.ops_by_kind[**kind as usize] > 0)

@@ -54,7 +54,7 @@ pub struct EngineCounters {
 
 /// An opened storage engine, as the driver sees it. Object safe.
 pub trait Engine: Send + Sync {
-    /// Short name: "rocksdb", "wiredtiger", "lmdb", "flashtree".
+    /// Short name: "rocksdb", "wiredtiger", "lmdb", "redb", "fjall", "flashtree".
     fn name(&self) -> &str;
     /// Every setting that matters for the comparison, one line, for the report.
     fn settings(&self) -> String;
@@ -78,7 +78,9 @@ pub trait Engine: Send + Sync {
         EngineCounters::default()
     }
     /// True if the engine reads through mmap or the page cache, so the
-    /// driver must bound it with a memory cgroup (LMDB).
+    /// driver must bound it with a memory cgroup (LMDB, redb, fjall). The
+    /// driver enters the cgroup before opening, by name
+    /// (`adapters::needs_memory_cgroup`), which a test keeps equal to this.
     fn needs_memory_cgroup(&self) -> bool {
         false
     }

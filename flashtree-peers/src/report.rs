@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::compare::{CompareArgs, EngineRun, DURABILITY};
+use crate::compare::{durability_line, CompareArgs, EngineRun};
 use crate::sys::{Profile, PERF_FREQUENCY_HZ};
 
 /// Longest symbol shown in report.md (profile-<engine>.txt has them whole).
@@ -59,7 +59,8 @@ pub fn write_report(
     );
     let _ = writeln!(
         text,
-        "Durability: {DURABILITY}. Device limit: {}.\n",
+        "Durability: {}. Device limit: {}.\n",
+        durability_line(runs.iter().map(|r| r.summary.engine.as_str())),
         optional(device_iops, 0) + " IOPS"
     );
     let _ = writeln!(

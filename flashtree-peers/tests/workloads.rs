@@ -122,6 +122,16 @@ fn tpcc_lmdb_stays_consistent() {
 }
 
 #[test]
+fn tpcc_redb_stays_consistent() {
+    tpcc_on("redb");
+}
+
+#[test]
+fn tpcc_fjall_stays_consistent() {
+    tpcc_on("fjall");
+}
+
+#[test]
 fn tpcc_checks_detect_broken_state() {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let tpcc = Tpcc::new(1, TpccScale::small()).unwrap();

@@ -153,11 +153,15 @@ fn random_inserts_of_large_rows_keep_leaves_two_thirds_full() {
         x = x
             .wrapping_mul(6_364_136_223_846_793_005)
             .wrapping_add(1_442_695_040_888_963_407);
-        db.put(t, &(x ^ (x >> 29)).to_be_bytes(), &[7u8; 1000]).unwrap();
+        db.put(t, &(x ^ (x >> 29)).to_be_bytes(), &[7u8; 1000])
+            .unwrap();
     }
     let shape = db.check_tree_shape(t).unwrap();
     assert_eq!(shape.entries, 20_000);
     let per_leaf = shape.entries as f64 / shape.leaves as f64;
-    assert!(per_leaf >= 1.9, "{per_leaf:.2} entries per leaf ({shape:?})");
+    assert!(
+        per_leaf >= 1.9,
+        "{per_leaf:.2} entries per leaf ({shape:?})"
+    );
     db.close().unwrap();
 }

@@ -208,7 +208,7 @@ impl LmdbEngine {
         check(unsafe { mdb_txn_begin(self.env, ptr::null_mut(), 0, &mut txn) })?;
         let mut dbis = Vec::with_capacity(table_count as usize);
         for table in 0..table_count {
-            let name = CString::new(format!("t{table}")).expect("no NUL");
+            let name = CString::new(super::table_name(table)).expect("no NUL");
             let mut dbi = 0;
             // SAFETY: txn is a live write transaction; name outlives the call.
             let code = unsafe { mdb_dbi_open(txn, name.as_ptr(), MDB_CREATE, &mut dbi) };

@@ -1,15 +1,22 @@
 //! Peer engine adapters. Each opens under `EngineConfig::dir`, sizes its
-//! cache to `EngineConfig::memory_bytes`, turns the WAL/logging off, and
-//! hands out one [`crate::Kv`] handle per thread.
+//! cache to `EngineConfig::memory_bytes`, turns the WAL/logging off (or, where
+//! the engine cannot, says what it does instead in its settings), and hands
+//! out one [`crate::Kv`] handle per thread.
 
+pub mod fjall;
 pub mod lmdb;
+pub mod redb;
 pub mod rocks;
 pub mod wiredtiger;
 
 use crate::engine::{Engine, EngineConfig};
 
 /// Names of the built-in peer engines.
-pub const PEER_NAMES: [&str; 3] = ["rocksdb", "wiredtiger", "lmdb"];
+pub const PEER_NAMES: [&str; 5] = ["rocksdb", "wiredtiger", "lmdb", "redb", "fjall"];
+
+/// Most page cache a peer with a cache of its own may keep beside it inside
+/// its memory cgroup: room to stage writes and reads, not a second cache.
+pub const PAGE_CACHE_BESIDE_CACHE_BYTES_MAX: u64 = 16 << 20;
 
 /// Opens the peer engine `name`.
 pub fn open_peer(name: &str, config: &EngineConfig) -> Result<Box<dyn Engine>, String> {
@@ -19,9 +26,54 @@ pub fn open_peer(name: &str, config: &EngineConfig) -> Result<Box<dyn Engine>, S
         "rocksdb" => Ok(Box::new(rocks::RocksEngine::open(config)?)),
         "wiredtiger" => Ok(Box::new(wiredtiger::WtEngine::open(config)?)),
         "lmdb" => Ok(Box::new(lmdb::LmdbEngine::open(config)?)),
+        "redb" => Ok(Box::new(redb::RedbEngine::open(config)?)),
+        "fjall" => Ok(Box::new(fjall::FjallEngine::open(config)?)),
         other => Err(format!(
-            "unknown engine {other:?}: built-in peers are {PEER_NAMES:?}"
+            "unknown engine {other:?}: built-in peers are {}",
+            PEER_NAMES.join(", ")
         )),
+    }
+}
+
+/// True if peer `name` reads through mmap or the OS page cache (no direct
+/// I/O), so the driver must run it in a memory cgroup, entered before the
+/// engine opens (the cgroup charges what the process touches from then on).
+/// Agrees with [`Engine::needs_memory_cgroup`] of the opened engine.
+pub fn needs_memory_cgroup(name: &str) -> bool {
+    page_cache_bytes(name, 0).is_some()
+}
+
+/// The page cache peer `name` may hold inside its memory cgroup when its
+/// budget is `memory_bytes` (None: no cgroup, the engine does direct I/O).
+/// LMDB has no cache of its own: its page cache is its cache and gets the
+/// budget. redb and fjall already hold the budget in their own caches
+/// (anonymous memory, which the cgroup's limit follows), so their page
+/// cache gets only an eighth of the budget, at most
+/// [`PAGE_CACHE_BESIDE_CACHE_BYTES_MAX`].
+pub fn page_cache_bytes(name: &str, memory_bytes: u64) -> Option<u64> {
+    match name {
+        "lmdb" => Some(memory_bytes),
+        "redb" | "fjall" => Some((memory_bytes / 8).min(PAGE_CACHE_BESIDE_CACHE_BYTES_MAX)),
+        _ => None,
+    }
+}
+
+/// The cache peer `name` sets to the budget `memory_bytes`, for the report.
+pub fn cache_setting(name: &str, memory_bytes: u64) -> String {
+    match name {
+        "lmdb" => "no cache of its own (reads through mmap)".to_string(),
+        _ => format!("engine cache = budget {memory_bytes} B"),
+    }
+}
+
+/// What peer `name` does for durability (the report's per-engine line).
+pub fn durability(name: &str) -> &'static str {
+    match name {
+        "fjall" => {
+            "journal ON (fjall cannot turn it off), appended through a user-space buffer \
+             (manual_journal_persist), no sync at commit"
+        }
+        _ => "WAL/logging off; no sync at commit",
     }
 }
 
@@ -30,4 +82,9 @@ pub(crate) fn prefixed_key(buffer: &mut Vec<u8>, table: u32, key: &[u8]) {
     buffer.clear();
     buffer.extend_from_slice(&table.to_be_bytes());
     buffer.extend_from_slice(key);
+}
+
+/// Name of table `table` in engines with named tables.
+pub(crate) fn table_name(table: u32) -> String {
+    format!("t{table}")
 }
