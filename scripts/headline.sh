@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every headline measurement of the closing notes, one after another,
 # on files under $DIR (default ./bench-data), and logs to results/.
-# Usage: bash scripts/headline.sh [io|lookup|model|compare|all]
+# Usage: bash scripts/headline.sh [io|lookup|model|compare|ycsb|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -50,5 +50,11 @@ if [[ $what == compare || $what == all ]]; then
   $FT bench compare --workload tpcc --engines flashtree,rocksdb,wiredtiger,lmdb \
       --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 4,16,64,256 --tasks 256,512 \
       --dir "$DIR/compare" --profile
+fi
+
+if [[ $what == ycsb || $what == all ]]; then
+  echo "## issue 4: YCSB A-F in memory (0.25: every engine's data fits) and 10x out of memory, core 0"
+  $FT bench compare --workload ycsb --data-factor 0.25,10 --engines flashtree,rocksdb,wiredtiger,lmdb \
+      --memory 128MiB --cores 0 --seconds 5 --threads 16,64 --tasks 256 --dir "$DIR/compare"
 fi
 echo "# log: $log"
