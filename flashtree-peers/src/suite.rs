@@ -190,12 +190,13 @@ fn ratio_bars(path: &Path, done: &[Combination]) -> Result<(), String> {
         .draw()
         .map_err(err)?;
     let bar_width = 0.8 / peers.len() as f64;
+    // Bars are placed in pixels inside their combination's segment.
+    let segment_px = f64::from(chart.plotting_area().dim_in_pixel().0) / done.len() as f64;
     for (at, peer) in peers.iter().enumerate() {
         let color = Palette99::pick(at + 1);
         chart
             .draw_series(done.iter().enumerate().filter_map(|(i, c)| {
                 let ratio = c.flashtree_ratio(peer)?;
-                // Bars are placed in pixels inside segment i.
                 let left = 0.1 + bar_width * at as f64;
                 let right = left + bar_width;
                 let mut bar = Rectangle::new(
@@ -205,7 +206,6 @@ fn ratio_bars(path: &Path, done: &[Combination]) -> Result<(), String> {
                     ],
                     color.filled(),
                 );
-                let segment_px = 900.0 / done.len() as f64;
                 bar.set_margin(
                     0,
                     0,
