@@ -23,13 +23,19 @@ pub enum Error {
     /// store's lock.
     #[error("store in use: {0}")]
     InUse(String),
-    /// The store was open when its process ended (a crash or a kill): with
-    /// no write-ahead log, its pages may not be consistent with each other.
+    /// The store was open without a log (`Durability::None`) when its
+    /// process ended (a crash or a kill): its pages may not be consistent
+    /// with each other.
     #[error("store not closed cleanly: {0}")]
     NotClosedCleanly(String),
     /// The store has no room left (page ids exhausted or device full).
     #[error("store full: {0}")]
     Full(String),
+    /// A write or sync failed earlier: the store stopped accepting changes
+    /// (a failed write is never retried and trusted). Close it and reopen
+    /// it: the reopen recovers from what is on disk.
+    #[error("the store stopped after an I/O error: {0}; reopen it to recover")]
+    Failed(String),
     /// The engine was shut down while the request was pending.
     #[error("the database is closed")]
     Closed,

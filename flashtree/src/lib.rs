@@ -11,5 +11,6 @@ pub mod db;
 pub mod error;
 pub mod io;
 pub mod sched;
+pub mod wal;
 
 pub use error::{Error, Result};

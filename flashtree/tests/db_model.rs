@@ -326,10 +326,15 @@ fn run_case(options: Options, ops: &[Op]) {
     h.db.take().expect("open").close().expect("close");
 }
 
+/// The model tests check the tree, not durability: commits are logged but
+/// not waited for (`Buffered`), so that thousands of single puts run fast.
 fn normal_pool(workers: usize) -> Options {
     Options {
         pool_bytes: 8 << 20,
         workers,
+        wal_bytes_per_worker: 8 << 20,
+        checkpoint_log_bytes: 2 << 20,
+        durability: flashtree::db::Durability::Buffered { max_delay_ms: 5 },
         ..Options::default()
     }
 }
@@ -337,8 +342,7 @@ fn normal_pool(workers: usize) -> Options {
 fn tiny_pool(pages: u64, workers: usize) -> Options {
     Options {
         pool_bytes: pages * 4096,
-        workers,
-        ..Options::default()
+        ..normal_pool(workers)
     }
 }
 

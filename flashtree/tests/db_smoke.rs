@@ -4,6 +4,8 @@ fn tiny(workers: usize, pages: u64) -> Options {
     Options {
         pool_bytes: pages * 4096,
         workers,
+        wal_bytes_per_worker: 4 << 20,
+        checkpoint_log_bytes: 1 << 20,
         ..Options::default()
     }
 }

@@ -83,9 +83,9 @@ pub const MAX_ENTRY_BYTES: usize = 1024;
 /// MAX_ENTRY_BYTES` (see [`entry_within_limits`]).
 pub const MAX_VALUE_BYTES: usize = MAX_ENTRY_BYTES - 1;
 
-const PAGE_KIND_OFFSET: usize = 4;
+const PAGE_KIND_OFFSET: usize = crate::buffer::page::PAGE_KIND_OFFSET;
 /// Start of the node header: the buffer layer owns everything before.
-const COMMON_HEADER_END: usize = 24;
+const COMMON_HEADER_END: usize = crate::buffer::page::PAGE_HEADER_BYTES;
 const HDR_COUNT: usize = 24;
 const HDR_HEAP_USED: usize = 26;
 const HDR_HEAP_START: usize = 28;

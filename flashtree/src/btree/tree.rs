@@ -18,7 +18,7 @@ use crate::io::PAGE_SIZE;
 type OpResult<T> = std::result::Result<T, OpError>;
 
 /// A node below a quarter full is merged with a neighbour when possible.
-const MERGE_THRESHOLD_BYTES: usize = PAGE_SIZE / 4;
+pub const MERGE_THRESHOLD_BYTES: usize = PAGE_SIZE / 4;
 
 fn corrupt(pid: PageId, what: &str) -> OpError {
     OpError::Fatal(Error::Corrupt(format!("page {pid}: {what}")))
@@ -195,6 +195,18 @@ pub fn insert(
         .map_err(|_| corrupt(leaf.pid(), "insert failed after the space check"))
 }
 
+/// The leaf that holds `key`'s range, exclusively latched, for a change
+/// that stays inside the leaf (a logged batch: see `db::batch`).
+pub fn leaf_for_write<'a>(bm: &'a BufferManager, root: PageId, key: &[u8]) -> OpResult<GuardX<'a>> {
+    let (_, leaf) = descend(bm, root, key)?;
+    let is_leaf = Node::from_page(leaf.page()).is_leaf();
+    leaf.check()?;
+    if !is_leaf {
+        return Err(corrupt(leaf.pid(), "descent ended in an inner node"));
+    }
+    leaf.upgrade()
+}
+
 /// Removes `key`; true if it was there. Underfull nodes are merged with a
 /// neighbour when that neighbour is in memory (best effort).
 pub fn remove(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<bool> {
@@ -337,6 +349,22 @@ fn split(
     if Node::from_page(node.page()).count() < 2 {
         return Ok(()); // someone else split or emptied it meanwhile
     }
+    split_latched(bm, wb, &mut parent, &mut node, key, previous_key).map(drop)
+}
+
+/// Splits `node` (at least 2 entries) into a new left page and `node`,
+/// adding the separator to `parent`, which has room for it. Both are
+/// latched by the caller; returns the new page, latched.
+pub fn split_latched<'a>(
+    bm: &'a BufferManager,
+    wb: &mut WorkerBuffer,
+    parent: &mut GuardX<'a>,
+    node: &mut GuardX<'a>,
+    key: &[u8],
+    previous_key: Option<&[u8]>,
+) -> OpResult<GuardX<'a>> {
+    debug_assert!(Node::from_page(node.page()).count() >= 2);
+    debug_assert!(Node::from_page(parent.page()).has_space_for(MAX_KEY_BYTES, 8));
     let mut left = wb.alloc_page(bm)?;
     let mut separator = Vec::with_capacity(MAX_KEY_BYTES);
     let n = Node::from_page_mut(node.page_mut());
@@ -365,13 +393,19 @@ fn split(
                 parent.pid(),
                 "no room for a separator after the space check",
             )
-        })
+        })?;
+    Ok(left)
 }
 
-/// Splits the root in place: its contents move to a new page, which is
-/// split, and the root becomes an inner node over the two halves.
-fn split_root(bm: &BufferManager, wb: &mut WorkerBuffer, root: PageId) -> OpResult<()> {
-    let mut root_x = bm.fix_exclusive(root)?;
+/// Splits the latched root (at least 2 entries) in place: its contents
+/// move to two new pages and it becomes an inner node over them. Returns
+/// the new pages (right, left), latched.
+pub fn split_root_latched<'a>(
+    bm: &'a BufferManager,
+    wb: &mut WorkerBuffer,
+    root_x: &mut GuardX<'a>,
+) -> OpResult<(GuardX<'a>, GuardX<'a>)> {
+    let root = root_x.pid();
     let mut right = wb.alloc_page(bm)?;
     let mut left = match wb.alloc_page(bm) {
         Ok(left) => left,
@@ -386,7 +420,46 @@ fn split_root(bm: &BufferManager, wb: &mut WorkerBuffer, root: PageId) -> OpResu
     let new_root = node::init_inner(root_x.page_mut(), &[], &[], right.pid());
     new_root
         .insert_separator(&separator, left.pid())
-        .map_err(|_| corrupt(root, "new root cannot hold one separator"))
+        .map_err(|_| corrupt(root, "new root cannot hold one separator"))?;
+    Ok((right, left))
+}
+
+/// Makes sure the parent of the leaf holding `key` has room for one more
+/// separator, splitting it (and its ancestors as needed) if not.
+pub fn make_room_in_parent(
+    bm: &BufferManager,
+    wb: &mut WorkerBuffer,
+    root: PageId,
+    key: &[u8],
+) -> OpResult<()> {
+    let (parent, leaf) = descend(bm, root, key)?;
+    let Some(parent) = parent else {
+        return Ok(()); // the leaf is the root: a root split needs no parent
+    };
+    let has_space = Node::from_page(parent.page()).has_space_for(MAX_KEY_BYTES, 8);
+    parent.check()?;
+    leaf.check()?;
+    if has_space {
+        return Ok(());
+    }
+    split(bm, wb, root, parent.pid(), key, None)
+}
+
+/// The parent of `pid` (which holds `key`), if `pid` is not the root.
+pub fn parent_of<'a>(
+    bm: &'a BufferManager,
+    root: PageId,
+    pid: PageId,
+    key: &[u8],
+) -> OpResult<Option<GuardO<'a>>> {
+    Ok(find_parent(bm, root, pid, key)?.map(|(parent, _)| parent))
+}
+
+/// Splits the root in place: its contents move to a new page, which is
+/// split, and the root becomes an inner node over the two halves.
+fn split_root(bm: &BufferManager, wb: &mut WorkerBuffer, root: PageId) -> OpResult<()> {
+    let mut root_x = bm.fix_exclusive(root)?;
+    split_root_latched(bm, wb, &mut root_x).map(drop)
 }
 
 /// Merges underfull node `pid` with a neighbour under the same parent, then
@@ -543,7 +616,7 @@ pub enum ScanStep {
 }
 
 /// Does `leaf` hold the keys around `key` (`lower < key <= upper`)?
-fn leaf_covers(leaf: &Node, key: &[u8]) -> bool {
+pub fn leaf_covers(leaf: &Node, key: &[u8]) -> bool {
     let (lower, upper) = (leaf.lower_fence(), leaf.upper_fence());
     (lower.is_empty() || lower < key) && (upper.is_empty() || key <= upper)
 }

@@ -16,12 +16,18 @@
 //! # Ok::<(), flashtree::Error>(())
 //! ```
 
+mod batch;
+mod checkpoint;
 mod meta;
+mod open;
 mod reply;
 mod worker;
 
+pub use batch::{WriteBatch, MAX_BATCH_ENTRIES};
 pub use meta::{MAX_TREES, MAX_TREE_NAME_BYTES};
+pub use open::RecoveryStats;
 pub use reply::Reply;
+pub use crate::wal::Durability;
 
 use crate::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
 use crate::btree::tree::{self, Direction, ScanBatch, ScanStep};
@@ -29,10 +35,11 @@ use crate::buffer::{
     BufferConfig, BufferManager, LoadStart, OpError, PageId, Restart, MIN_FRAMES_PER_WORKER,
 };
 use crate::error::{Error, Result};
-use crate::io::{
-    AlignedBuf, BackendKind, IoChannel, IoConfig, IoRequest, Storage, StorageConfig, PAGE_SIZE,
-};
+use crate::io::{IoConfig, Vfs, PAGE_SIZE};
+use crate::wal::writer::LogWriter;
+use crate::wal::WalShared;
 use crate::sched::Executor;
+use batch::BatchStop;
 use reply::reply_pair;
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -41,7 +48,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use worker::{run_op, Job, TaskReads, WorkerShared};
+use worker::{run_logged_op, run_op, Job, TaskReads, WorkerShared};
 
 pub use crate::btree::tree::Direction as ScanDirection;
 
@@ -72,6 +79,45 @@ pub struct Options {
     pub hot_spare_rounds: u8,
     /// Use O_DIRECT (default true).
     pub direct_io: bool,
+    /// When a write is durable (default [`Durability::Sync`]).
+    pub durability: Durability,
+    /// Create the store when there is none (default true). Without it,
+    /// opening a path with no store is an error.
+    pub create_if_missing: bool,
+    /// Bytes of each worker's log file (default 64 MiB; at least 1 MiB).
+    /// A ring: the space before the last checkpoint is reused.
+    pub wal_bytes_per_worker: u64,
+    /// Bytes of each worker's in-memory log buffer (default 8 MiB): the
+    /// most that can wait for a log write, and twice the largest group.
+    pub wal_buffer_bytes: usize,
+    /// A checkpoint starts when a worker's log holds this many bytes since
+    /// the last one (default: a quarter of `wal_bytes_per_worker`). It
+    /// bounds the log that recovery replays.
+    pub checkpoint_log_bytes: u64,
+    /// Where the files live (default: the operating system; tests use a
+    /// simulated disk).
+    pub vfs: Vfs,
+    /// Called during recovery with (log bytes read, log bytes in all logs).
+    pub recovery_progress: Option<RecoveryProgress>,
+}
+
+/// A callback for recovery progress: (bytes read, total bytes).
+#[derive(Clone)]
+pub struct RecoveryProgress(pub Arc<dyn Fn(u64, u64) + Send + Sync>);
+
+impl std::fmt::Debug for RecoveryProgress {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("RecoveryProgress(..)")
+    }
+}
+
+/// Per-call write settings.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct WriteOptions {
+    /// Some(true): return only once the write is durable; Some(false):
+    /// return once it is logged in memory; None: as the store's
+    /// [`Options::durability`] says.
+    pub sync: Option<bool>,
 }
 
 impl Default for Options {
@@ -89,6 +135,13 @@ impl Default for Options {
             dirty_spare_rounds: 3,
             hot_spare_rounds: 16,
             direct_io: true,
+            durability: Durability::Sync,
+            create_if_missing: true,
+            wal_bytes_per_worker: 64 << 20,
+            wal_buffer_bytes: 8 << 20,
+            checkpoint_log_bytes: 16 << 20,
+            vfs: Vfs::Os,
+            recovery_progress: None,
         }
     }
 }
@@ -112,17 +165,37 @@ pub struct DbStats {
     pub pool_bytes: u64,
     /// Pages allocated in the store (its size is this × 4096).
     pub pages_allocated: u64,
+    /// Log groups appended (each a batch or a structure change).
+    pub log_groups: u64,
+    /// Log syncs completed (`fdatasync` of a log file).
+    pub log_syncs: u64,
+    /// Log bytes written.
+    pub log_bytes: u64,
+    /// Checkpoints completed since open (the one written at open counts).
+    pub checkpoints: u64,
+    /// What recovery did at open.
+    pub recovery: RecoveryStats,
 }
 
-/// A worker thread; it returns the result of its final flush.
-type WorkerThread = JoinHandle<Result<()>>;
+/// A worker thread; it returns the result of its final flush (its log's
+/// next block).
+type WorkerThread = JoinHandle<Result<u64>>;
 
 struct DbInner {
     bm: Arc<BufferManager>,
     workers: Arc<Vec<WorkerShared>>,
     shutdown: Arc<AtomicBool>,
-    trees: Mutex<Vec<(String, PageId)>>,
     next_worker: AtomicUsize,
+    /// True when changes are logged.
+    logged: bool,
+    /// Frames per worker (bounds the size of a batch).
+    frames_per_worker: u64,
+}
+
+/// What the Db remembers of its open.
+struct StoreState {
+    files: open::StoreFiles,
+    recovery: RecoveryStats,
 }
 
 /// An open store. Dropping it closes it (errors then go to stderr; call
@@ -132,9 +205,10 @@ pub struct Db {
     threads: Mutex<Vec<WorkerThread>>,
     closed: AtomicBool,
     notes: Vec<String>,
-    /// The store's files, each under an exclusive `flock` until the Db is
-    /// dropped (after `close` marked the store closed).
-    _locks: Vec<std::fs::File>,
+    state: Mutex<StoreState>,
+    /// The store's data files, locked until the Db is dropped (after
+    /// `close` wrote its checkpoint).
+    _lock: crate::io::StoreLock,
 }
 
 impl Db {
@@ -149,43 +223,25 @@ impl Db {
     /// Opens or creates a store striped (RAID0) over these files or devices.
     ///
     /// One [`Db`] at a time may have a store open: the files are locked
-    /// ([`Error::InUse`] otherwise). A store that was open when its process
-    /// crashed or was killed is refused with [`Error::NotClosedCleanly`]:
-    /// flashtree has no write-ahead log, so such a store's pages may be
-    /// inconsistent with each other.
+    /// ([`Error::InUse`] otherwise). A store whose process crashed or was
+    /// killed is recovered from its log (see [`DbStats::recovery`]). A
+    /// store that was open without a log ([`Durability::None`]) when its
+    /// process ended is refused with [`Error::NotClosedCleanly`].
     pub fn open_devices(paths: &[PathBuf], options: Options) -> Result<Db> {
         validate_options(&options)?;
-        let locks = lock_store(paths)?;
-        let is_new = paths.iter().all(|p| {
-            std::fs::metadata(p)
-                .map(|m| m.is_file() && m.len() == 0)
-                .unwrap_or(true)
-        });
-        let mut config = StorageConfig::new(paths.to_vec());
-        config.chunk_bytes = options.chunk_bytes;
-        config.direct = options.direct_io;
-        config.min_capacity_bytes = if is_new { 16 << 20 } else { 0 };
-        let storage = Arc::new(Storage::open(&config)?);
-        let (meta, free) = if is_new {
-            let meta = meta::Meta {
-                next_pid: 1,
-                free_list_head: None,
-                trees: Vec::new(),
-                in_use: false,
-            };
-            write_meta(&storage, &meta, &[])?;
-            (meta, Vec::new())
-        } else {
-            read_meta(&storage)?
-        };
-        if meta.in_use {
-            return Err(Error::NotClosedCleanly(format!(
-                "{} was open in a process that ended without closing it (a crash or a kill). flashtree has no write-ahead log yet, so the pages written before that may be inconsistent with each other; recreate the store (delete these files) or restore a copy",
-                list_paths(paths)
-            )));
-        }
+        let opened = open::open_store(paths, &options)?;
+        let checkpoint = &opened.checkpoint;
+        let wal = Arc::new(WalShared::new(
+            options.durability,
+            options.workers,
+            checkpoint.seq_start,
+        ));
+        *wal.catalog.lock().unwrap_or_else(|e| e.into_inner()) = checkpoint.trees.clone();
+        *wal.checkpoints.last.lock().unwrap_or_else(|e| e.into_inner()) = checkpoint.clone();
+        *wal.checkpoints.slots.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(opened.files.slots.clone());
         let bm = Arc::new(BufferManager::new(
-            storage.clone(),
+            opened.storage.clone(),
             &BufferConfig {
                 pool_bytes: options.pool_bytes,
                 workers: options.workers,
@@ -194,14 +250,10 @@ impl Db {
                 dirty_spare_rounds: options.dirty_spare_rounds,
                 hot_spare_rounds: options.hot_spare_rounds,
             },
+            wal,
         )?);
-        bm.set_allocation(meta.next_pid, free)?;
-        // From here on pages may be written: mark the store in use first.
-        let in_use = meta::Meta {
-            in_use: true,
-            ..meta.clone()
-        };
-        write_meta_page(&storage, &in_use)?;
+        bm.set_allocation(checkpoint.next_pid, checkpoint.free.clone())?;
+        let frames_per_worker = u64::from(bm.frame_count()) / options.workers as u64;
         let inner = Arc::new(DbInner {
             bm: bm.clone(),
             workers: Arc::new(
@@ -210,24 +262,35 @@ impl Db {
                     .collect(),
             ),
             shutdown: Arc::new(AtomicBool::new(false)),
-            trees: Mutex::new(meta.trees.clone()),
             next_worker: AtomicUsize::new(0),
+            logged: options.durability.is_logged(),
+            frames_per_worker,
         });
-        let (threads, notes) = match start_workers(&inner, &options) {
-            Ok(started) => started,
-            Err(e) => {
-                // The workers that started have stopped, and no request
-                // ran: the store is as closed as it was.
-                let _ = write_meta_page(&storage, &meta);
-                return Err(e);
-            }
-        };
+        let logs = (0..options.workers)
+            .map(|w| {
+                options.durability.is_logged().then(|| {
+                    LogWriter::new(
+                        w,
+                        opened.first_log_device + w,
+                        opened.log_blocks,
+                        checkpoint.log_epoch,
+                        0,
+                        options.wal_buffer_bytes,
+                    )
+                })
+            })
+            .collect();
+        let (threads, notes) = start_workers(&inner, &options, logs)?;
         Ok(Db {
             inner,
             threads: Mutex::new(threads),
             closed: AtomicBool::new(false),
             notes,
-            _locks: locks,
+            state: Mutex::new(StoreState {
+                files: opened.files,
+                recovery: opened.recovery,
+            }),
+            _lock: opened.lock,
         })
     }
 
@@ -249,7 +312,8 @@ impl Db {
                 name.len()
             )));
         }
-        let mut trees = self.inner.trees.lock().unwrap_or_else(|e| e.into_inner());
+        let wal = self.inner.bm.wal().clone();
+        let mut trees = wal.catalog.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((_, root)) = trees.iter().find(|(n, _)| n == name) {
             return Ok(Tree { root: *root });
         }
@@ -258,23 +322,35 @@ impl Db {
                 "a store holds at most {MAX_TREES} named trees"
             )));
         }
-        let root = self.call(0, |ctx| async move {
-            run_op(&ctx.reads, |wb| {
+        let owned_name = name.to_string();
+        let root = self.call(0, move |ctx| async move {
+            let logged = ctx.inner.logged;
+            run_logged_op(&ctx.reads, logged, |wb| {
                 let bm = ctx.inner.bm.clone();
                 let mut page = wb.alloc_page(&bm)?;
                 tree::init_root(page.page_mut());
+                if logged {
+                    crate::buffer::step::step_catalog(page.pid(), &owned_name);
+                }
                 Ok(page.pid())
             })
             .await
         })??;
         trees.push((name.to_string(), root));
+        drop(trees);
+        if self.inner.logged {
+            // The tree exists once its group is durable.
+            self.sync()?;
+        }
         Ok(Tree { root })
     }
 
     /// Names of the trees in the store.
     pub fn tree_names(&self) -> Vec<String> {
         self.inner
-            .trees
+            .bm
+            .wal()
+            .catalog
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .iter()
@@ -297,9 +373,54 @@ impl Db {
         })
     }
 
-    /// Inserts or replaces `key`.
+    /// Inserts or replaces `key`. With [`Durability::Sync`] it returns once
+    /// the change is durable.
     pub fn put(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<()> {
         self.put_async(tree, key, value)?.wait()
+    }
+
+    /// Applies `batch` atomically: after a crash either all of it or none
+    /// of it is there. Returns as `options` and the store's durability
+    /// say. From any thread.
+    pub fn write(&self, batch: &WriteBatch, options: WriteOptions) -> Result<()> {
+        self.write_async(batch, options)?.wait()
+    }
+
+    /// Like [`Db::write`], as a future.
+    pub fn write_async(
+        &self,
+        batch: &WriteBatch,
+        options: WriteOptions,
+    ) -> Result<Reply<Result<()>>> {
+        batch::check_batch_size(batch.len(), self.inner.frames_per_worker)?;
+        let batch = batch.clone();
+        self.submit(self.pick_worker(), move |ctx| async move {
+            ctx.write_with(&batch, options).await.map(|_| ())
+        })
+    }
+
+    /// Waits until every change acknowledged so far is durable (a no-op
+    /// without a log).
+    pub fn sync(&self) -> Result<()> {
+        if !self.inner.logged {
+            return Ok(());
+        }
+        let target = self.inner.bm.wal().next_seq();
+        let replies: Vec<_> = (0..self.worker_count())
+            .map(|w| {
+                self.submit(w, move |_ctx| async move {
+                    worker::with_local(|wb| wb.flush_log(true));
+                    if target > 1 {
+                        worker::wait_durable(target - 1).await?;
+                    }
+                    Ok(())
+                })
+            })
+            .collect::<Result<_>>()?;
+        for reply in replies {
+            reply.wait()?;
+        }
+        Ok(())
     }
 
     /// Like [`Db::put`], as a future.
@@ -311,7 +432,7 @@ impl Db {
         })
     }
 
-    /// Removes `key`; true if it was present.
+    /// Removes `key`; true if it was present. Durable as [`Db::put`].
     pub fn delete(&self, tree: Tree, key: &[u8]) -> Result<bool> {
         check_key(key)?;
         let key = key.to_vec();
@@ -421,7 +542,13 @@ impl Db {
             stats.page_reads += w.page_reads.load(Ordering::Relaxed);
             stats.page_writes += w.page_writes.load(Ordering::Relaxed);
             stats.evictions += w.evictions.load(Ordering::Relaxed);
+            stats.log_groups += w.log_groups.load(Ordering::Relaxed);
+            stats.log_syncs += w.log_syncs.load(Ordering::Relaxed);
+            stats.log_bytes += w.log_bytes.load(Ordering::Relaxed);
         }
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        stats.checkpoints = 1 + self.inner.bm.wal().checkpoints.completed();
+        stats.recovery = state.recovery;
         stats
     }
 
@@ -493,6 +620,7 @@ impl Db {
             w.wake();
         }
         let mut first_error = None;
+        let mut log_ends = Vec::new();
         for handle in self
             .threads
             .lock()
@@ -502,27 +630,49 @@ impl Db {
             let result = handle
                 .join()
                 .unwrap_or_else(|_| Err(Error::Unsupported("a worker thread panicked".into())));
-            if let Err(e) = result {
-                first_error.get_or_insert(e);
+            match result {
+                Ok(next_block) => log_ends.push(next_block),
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
             }
         }
+        let bm = &self.inner.bm;
         if let Some(e) = first_error {
+            bm.wal().fail(format!("closing: {e}"));
             return Err(e);
         }
-        let bm = &self.inner.bm;
-        let trees = self
-            .inner
-            .trees
+        // A failed store writes no checkpoint: reopening recovers from disk.
+        bm.wal().check()?;
+        open::sync_data(bm.storage())?;
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last = bm
+            .wal()
+            .checkpoints
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let trees = bm
+            .wal()
+            .catalog
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let meta = meta::Meta {
+        let mut free = bm.free_page_ids();
+        free.sort_unstable();
+        let checkpoint = crate::wal::format::Checkpoint {
+            number: last.number + 1,
+            seq_start: bm.wal().next_seq(),
             next_pid: bm.next_page_id(),
-            free_list_head: None,
+            log_starts: log_ends,
             trees,
-            in_use: false,
+            free,
+            flags: 0,
+            ..last.clone()
         };
-        write_meta(bm.storage(), &meta, &bm.free_page_ids())
+        open::write_checkpoint(bm.storage().vfs(), &state.files, &checkpoint)?;
+        *last = checkpoint;
+        Ok(())
     }
 
     fn pick_worker(&self) -> usize {
@@ -635,6 +785,14 @@ struct LastPuts {
 }
 
 impl LastPuts {
+    /// The last key put into `tree`.
+    fn get(&self, tree: PageId) -> Option<&[u8]> {
+        self.entries
+            .iter()
+            .find(|(t, _)| *t == tree)
+            .map(|(_, k)| k.as_slice())
+    }
+
     /// Removes and returns the last key put into `tree`.
     fn take(&mut self, tree: PageId) -> Option<Vec<u8>> {
         let at = self.entries.iter().position(|(t, _)| *t == tree)?;
@@ -761,7 +919,7 @@ impl TaskCtx {
                         loading = Some(pid);
                         again.push(index);
                     }
-                    Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => {
+                    Err(OpError::Restart(Restart::Retry | Restart::NoFrame | Restart::LogFull)) => {
                         must_yield = true;
                         again.push(index);
                     }
@@ -788,9 +946,19 @@ impl TaskCtx {
         Ok(())
     }
 
-    /// Inserts or replaces `key`.
+    /// Inserts or replaces `key`. With a log it is a batch of one entry
+    /// and returns as [`Options::durability`] says.
     pub async fn put(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<()> {
         check_entry(key, value)?;
+        if self.inner.logged {
+            let mut batch = WriteBatch::new();
+            batch.put(tree, key, value)?;
+            return self.write(&batch).await;
+        }
+        self.put_unlogged(tree, key, value).await
+    }
+
+    async fn put_unlogged(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<()> {
         let bm = &self.inner.bm;
         // Taken out while the put runs: other tasks cannot see it, and this
         // task's own puts do not overlap.
@@ -809,23 +977,120 @@ impl TaskCtx {
     /// Removes `key`; true if it was present.
     pub async fn delete(&self, tree: Tree, key: &[u8]) -> Result<bool> {
         check_key(key)?;
+        if self.inner.logged {
+            let mut batch = WriteBatch::new();
+            batch.delete(tree, key)?;
+            let found = self.write_with(&batch, WriteOptions::default()).await?;
+            return Ok(found[0]);
+        }
+        self.delete_unlogged(tree, key).await
+    }
+
+    async fn delete_unlogged(&self, tree: Tree, key: &[u8]) -> Result<bool> {
         let bm = &self.inner.bm;
         let found = run_op(&self.reads, |_| tree::remove(bm, tree.root, key)).await?;
         if found {
-            // The merge inside `remove` gives up when a neighbour is not in
-            // memory; this loads it, so that deletes shrink the tree even
-            // with a small pool. The merge is optional: it gives up after 64
-            // restarts (a bound against thrashing a pool too small for the
-            // working set of all tasks).
-            let mut attempts_left = 64u32;
-            run_op(&self.reads, |_| {
-                if attempts_left == 0 {
-                    return Ok(());
+            self.merge_after_delete(tree, key).await?;
+        }
+        Ok(found)
+    }
+
+    /// The merge inside a removal gives up when a neighbour is not in
+    /// memory; this loads it, so that deletes shrink the tree even with a
+    /// small pool. The merge is optional: it gives up after 64 restarts (a
+    /// bound against thrashing a pool too small for the working set of all
+    /// tasks).
+    async fn merge_after_delete(&self, tree: Tree, key: &[u8]) -> Result<()> {
+        let bm = &self.inner.bm;
+        let mut attempts_left = 64u32;
+        run_logged_op(&self.reads, self.inner.logged, |_| {
+            if attempts_left == 0 {
+                return Ok(());
+            }
+            attempts_left -= 1;
+            tree::merge_underfull(bm, tree.root, key)
+        })
+        .await
+    }
+
+    /// Applies `batch` atomically (all of it or none of it, also across a
+    /// crash). With [`Durability::Sync`] the task waits, parked, until the
+    /// batch is durable: one log flush covers the commits of every task
+    /// waiting meanwhile (group commit).
+    pub async fn write(&self, batch: &WriteBatch) -> Result<()> {
+        self.write_with(batch, WriteOptions::default())
+            .await
+            .map(|_| ())
+    }
+
+    /// [`TaskCtx::write`] with per-call options; returns, per entry,
+    /// whether a delete found its key.
+    pub async fn write_with(&self, batch: &WriteBatch, options: WriteOptions) -> Result<Vec<bool>> {
+        if !self.inner.logged {
+            return self.write_unlogged(batch).await;
+        }
+        batch::check_batch_size(batch.len(), self.inner.frames_per_worker)?;
+        let bm = &self.inner.bm;
+        let applied = loop {
+            let last_puts = self.last_puts.borrow();
+            let step = worker::with_local(|wb| batch::apply_step(wb, batch, &last_puts));
+            drop(last_puts);
+            match step {
+                Ok(applied) => break applied,
+                Err(BatchStop::Fatal(e)) => return Err(e),
+                Err(BatchStop::Restart(Restart::Load(pid))) => {
+                    worker::load_page(pid, &self.reads).await?
                 }
-                attempts_left -= 1;
-                tree::merge_underfull(bm, tree.root, key)
-            })
-            .await?;
+                Err(BatchStop::Restart(Restart::Loading(pid))) => {
+                    self.reads.note_miss(false);
+                    worker::wait_loaded(pid).await
+                }
+                Err(BatchStop::Restart(_)) | Err(BatchStop::NoLogRoom) => {
+                    crate::sched::yield_busy().await
+                }
+                Err(BatchStop::ParentFull(i)) => {
+                    let (tree_root, key, _) = batch.entry(i);
+                    run_logged_op(&self.reads, true, |wb| {
+                        tree::make_room_in_parent(bm, wb, tree_root, key)
+                    })
+                    .await?;
+                }
+            }
+        };
+        for i in 0..batch.len() {
+            if let (tree_root, key, Some(_)) = batch.entry(i) {
+                let old = self.last_puts.borrow_mut().take(tree_root);
+                self.last_puts
+                    .borrow_mut()
+                    .record(tree_root, old.unwrap_or_default(), key);
+            }
+        }
+        for &i in &applied.underfull {
+            let (tree_root, key, _) = batch.entry(i);
+            self.merge_after_delete(Tree { root: tree_root }, key).await?;
+        }
+        let wait = options
+            .sync
+            .unwrap_or(bm.wal().durability() == Durability::Sync);
+        if let (true, Some(seq)) = (wait, applied.seq) {
+            if bm.wal().durability() != Durability::Sync {
+                worker::with_local(|wb| wb.flush_log(true));
+            }
+            worker::wait_durable(seq).await?;
+        }
+        Ok(applied.found)
+    }
+
+    /// A batch without a log: entry by entry, not atomic.
+    async fn write_unlogged(&self, batch: &WriteBatch) -> Result<Vec<bool>> {
+        let mut found = vec![false; batch.len()];
+        for (i, slot) in found.iter_mut().enumerate() {
+            let (tree_root, key, value) = batch.entry(i);
+            let tree = Tree { root: tree_root };
+            match value {
+                Some(value) => self.put_unlogged(tree, key, value).await?,
+                None => *slot = self.delete_unlogged(tree, key).await?,
+            }
         }
         Ok(found)
     }
@@ -943,13 +1208,42 @@ fn validate_options(options: &Options) -> Result<()> {
             options.pool_bytes, options.workers
         )));
     }
+    if options.wal_bytes_per_worker < 1 << 20 || options.wal_bytes_per_worker % 4096 != 0 {
+        return Err(Error::InvalidArgument(format!(
+            "wal_bytes_per_worker must be a multiple of 4096 of at least 1 MiB, got {}",
+            options.wal_bytes_per_worker
+        )));
+    }
+    if options.wal_buffer_bytes < 1 << 20 {
+        return Err(Error::InvalidArgument(format!(
+            "wal_buffer_bytes must be at least 1 MiB, got {}",
+            options.wal_buffer_bytes
+        )));
+    }
+    if options.checkpoint_log_bytes == 0
+        || options.checkpoint_log_bytes > options.wal_bytes_per_worker / 2
+    {
+        return Err(Error::InvalidArgument(format!(
+            "checkpoint_log_bytes must be 1..={} (half the log), got {}",
+            options.wal_bytes_per_worker / 2,
+            options.checkpoint_log_bytes
+        )));
+    }
+    if let Durability::Buffered { max_delay_ms: 0 } = options.durability {
+        return Err(Error::InvalidArgument(
+            "Durability::Buffered needs max_delay_ms of at least 1 (use Sync to wait for every commit)"
+                .into(),
+        ));
+    }
     Ok(())
 }
 
 fn start_workers(
     inner: &Arc<DbInner>,
     options: &Options,
+    logs: Vec<Option<LogWriter>>,
 ) -> Result<(Vec<WorkerThread>, Vec<String>)> {
+    let mut logs = logs.into_iter();
     let mut threads = Vec::new();
     let mut notes = Vec::new();
     let mut io_config = options.io.clone();
@@ -984,7 +1278,11 @@ fn start_workers(
         );
         let spawned = std::thread::Builder::new()
             .name(format!("flashtree-w{w}"))
-            .spawn(move || worker::worker_main(bm, shared, w, io, shutdown, tx));
+            .spawn({
+                let log = logs.next().flatten();
+                let checkpoints = checkpoint::CheckpointDriver::new(w, options.checkpoint_log_bytes);
+                move || worker::worker_main(bm, shared, w, io, log, checkpoints, shutdown, tx)
+            });
         let handle = match spawned {
             Ok(handle) => handle,
             Err(e) => {
@@ -1014,173 +1312,4 @@ fn start_workers(
         }
     }
     Ok((threads, notes))
-}
-
-/// Page-sized synchronous I/O on the storage, for metadata at open/close.
-fn sync_page_io(
-    storage: &Arc<Storage>,
-    write: bool,
-    pid: PageId,
-    buf: &mut AlignedBuf,
-) -> Result<()> {
-    let mut channel = IoChannel::new(
-        storage.clone(),
-        &IoConfig {
-            backend: BackendKind::Sync,
-            depth: 1,
-            ..IoConfig::default()
-        },
-    )?;
-    let offset = pid * PAGE_SIZE as u64;
-    let req = if write {
-        IoRequest::write(offset, buf.as_ptr(), PAGE_SIZE as u32, 0)
-    } else {
-        IoRequest::read(offset, buf.as_mut_ptr(), PAGE_SIZE as u32, 0)
-    };
-    // SAFETY: buf outlives the channel, which completes the request below.
-    unsafe { channel.push(req) }?;
-    let mut done = Vec::new();
-    channel.wait(1, &mut done)?;
-    done.pop().expect("one completion").result?;
-    Ok(())
-}
-
-/// The paths, for messages.
-fn list_paths(paths: &[PathBuf]) -> String {
-    let names: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    names.join(", ")
-}
-
-/// How long [`lock_store`] retries a store that another Db holds.
-const LOCK_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(1);
-
-/// Opens every path (creating missing files) and takes an exclusive
-/// `flock` on it, waiting at most [`LOCK_WAIT_MAX`]. The store stays locked while the
-/// returned files are open. The lock is advisory: it keeps out other
-/// flashtree Dbs, in this process or another, not other programs.
-fn lock_store(paths: &[PathBuf]) -> Result<Vec<std::fs::File>> {
-    use std::os::unix::fs::MetadataExt;
-    use std::os::unix::io::AsRawFd;
-    let mut files: Vec<std::fs::File> = Vec::with_capacity(paths.len());
-    let mut identities: Vec<(u64, u64)> = Vec::with_capacity(paths.len());
-    for path in paths {
-        let file = std::fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(path)
-            .map_err(|e| Error::Unsupported(format!("open {}: {e}", path.display())))?;
-        let stat = file
-            .metadata()
-            .map_err(|e| Error::Unsupported(format!("stat {}: {e}", path.display())))?;
-        let identity = (stat.dev(), stat.ino());
-        if identities.contains(&identity) {
-            return Err(Error::InvalidArgument(format!(
-                "{} is listed twice among the store's files",
-                path.display()
-            )));
-        }
-        identities.push(identity);
-        // A child process between fork and exec holds copies of the
-        // parent's descriptors, locks included, for a moment after the
-        // parent closed a Db: a conflict is retried for a while before it
-        // is reported.
-        let deadline = std::time::Instant::now() + LOCK_WAIT_MAX;
-        let locked = loop {
-            // SAFETY: flock on a descriptor this function owns; no memory involved.
-            let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-            let error = std::io::Error::last_os_error();
-            let busy = rc != 0 && error.raw_os_error() == Some(libc::EWOULDBLOCK);
-            if !busy || std::time::Instant::now() >= deadline {
-                break if rc == 0 { Ok(()) } else { Err(error) };
-            }
-            std::thread::sleep(std::time::Duration::from_millis(5));
-        };
-        if let Err(e) = locked {
-            return Err(if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-                Error::InUse(format!(
-                    "{} is open in another flashtree Db (in this process or another); close that one first",
-                    path.display()
-                ))
-            } else {
-                Error::Unsupported(format!("flock {}: {e}", path.display()))
-            });
-        }
-        files.push(file);
-    }
-    Ok(files)
-}
-
-fn read_meta(storage: &Arc<Storage>) -> Result<(meta::Meta, Vec<PageId>)> {
-    let mut buf = AlignedBuf::new(PAGE_SIZE);
-    sync_page_io(storage, false, 0, &mut buf)
-        .map_err(|e| Error::Corrupt(format!("cannot read the metadata page: {e}")))?;
-    let page: &[u8; PAGE_SIZE] = (&buf[..]).try_into().expect("one page");
-    let meta = meta::decode_meta(page)?;
-    let mut free = Vec::new();
-    let mut next = meta.free_list_head;
-    let mut hops = 0u64;
-    while let Some(pid) = next {
-        hops += 1;
-        if pid >= meta.next_pid || hops > meta.next_pid {
-            return Err(Error::Corrupt(format!("free list points to page {pid}")));
-        }
-        sync_page_io(storage, false, pid, &mut buf)?;
-        let page: &[u8; PAGE_SIZE] = (&buf[..]).try_into().expect("one page");
-        let (n, ids) = meta::decode_free_list_page(page, pid)?;
-        free.push(pid);
-        free.extend(ids);
-        next = n;
-    }
-    Ok((meta, free))
-}
-
-/// Writes the free list and the metadata page, then syncs every device.
-fn write_meta(storage: &Arc<Storage>, meta: &meta::Meta, free: &[PageId]) -> Result<()> {
-    let (head, pages) = meta::encode_free_list(free);
-    let mut buf = AlignedBuf::new(PAGE_SIZE);
-    for (pid, page) in pages {
-        buf.copy_from_slice(&page[..]);
-        sync_page_io(storage, true, pid, &mut buf)?;
-    }
-    // Every page the metadata page describes is durable before it is.
-    sync_devices(storage)?;
-    let meta = meta::Meta {
-        free_list_head: head,
-        ..meta.clone()
-    };
-    write_meta_page(storage, &meta)
-}
-
-/// Writes the metadata page as `meta` says (its free-list head included),
-/// then syncs every device.
-fn write_meta_page(storage: &Arc<Storage>, meta: &meta::Meta) -> Result<()> {
-    let mut buf = AlignedBuf::new(PAGE_SIZE);
-    let page: &mut [u8; PAGE_SIZE] = (&mut buf[..]).try_into().expect("one page");
-    meta::encode_meta(meta, page);
-    sync_page_io(storage, true, 0, &mut buf)?;
-    sync_devices(storage)
-}
-
-/// fsync (fdatasync) every device of the store.
-fn sync_devices(storage: &Arc<Storage>) -> Result<()> {
-    let mut channel = IoChannel::new(
-        storage.clone(),
-        &IoConfig {
-            backend: BackendKind::Sync,
-            depth: 8,
-            ..IoConfig::default()
-        },
-    )?;
-    let mut done = Vec::new();
-    for device in 0..storage.device_count() {
-        // SAFETY: syncs carry no buffer.
-        unsafe { channel.push(IoRequest::sync(device, true, device as u64)) }?;
-        channel.wait(1, &mut done)?;
-    }
-    for c in done {
-        c.result?;
-    }
-    Ok(())
 }

@@ -13,7 +13,7 @@
 //! A worker with no tasks and no I/O sleeps on its inbox; there is no other
 //! thread in the engine.
 
-use crate::buffer::{Block, LoadStart, OpError, Restart, WorkerBuffer, WorkerIoStats};
+use crate::buffer::{step, Block, LoadStart, OpError, Restart, WorkerBuffer, WorkerIoStats};
 use crate::error::{Error, Result};
 use crate::io::IoConfig;
 use crate::sched::{current_task, park_current, yield_busy, Executor};
@@ -35,6 +35,12 @@ pub(crate) struct WorkerShared {
     pub(crate) page_reads: AtomicU64,
     pub(crate) page_writes: AtomicU64,
     pub(crate) evictions: AtomicU64,
+    pub(crate) log_groups: AtomicU64,
+    pub(crate) log_syncs: AtomicU64,
+    pub(crate) log_bytes: AtomicU64,
+    /// Some task of this worker waits for a commit to become durable:
+    /// workers whose log becomes durable wake this one.
+    commit_waiting: AtomicBool,
 }
 
 impl WorkerShared {
@@ -66,10 +72,25 @@ impl WorkerShared {
         }
     }
 
-    fn publish(&self, stats: &WorkerIoStats) {
+    /// Sleeps until a job or a wake arrives, at most `timeout`.
+    fn sleep_briefly(&self, timeout: std::time::Duration) {
+        let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        if queue.is_empty() {
+            let _ = self.signal.wait_timeout(queue, timeout);
+        }
+    }
+
+    fn publish(&self, wb: &WorkerBuffer) {
+        let stats: &WorkerIoStats = &wb.stats;
         self.page_reads.store(stats.page_reads, Ordering::Relaxed);
         self.page_writes.store(stats.page_writes, Ordering::Relaxed);
         self.evictions.store(stats.evictions, Ordering::Relaxed);
+        if let Some(log) = wb.log() {
+            self.log_groups.store(log.stats.groups, Ordering::Relaxed);
+            self.log_syncs.store(log.stats.syncs, Ordering::Relaxed);
+            self.log_bytes
+                .store(log.stats.blocks_written * 4096, Ordering::Relaxed);
+        }
     }
 }
 
@@ -206,28 +227,99 @@ pub(crate) async fn run_op<T>(
                 reads.note_miss(false);
                 wait_loaded(pid).await
             }
-            Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => yield_busy().await,
+            Err(OpError::Restart(Restart::Retry | Restart::NoFrame | Restart::LogFull)) => {
+                yield_busy().await
+            }
         }
     }
 }
 
+/// [`run_op`] for operations that change pages under the log: each attempt
+/// is one logged step (`buffer::step`): its changes become one log group.
+/// Without a log it is [`run_op`].
+pub(crate) async fn run_logged_op<T>(
+    reads: &TaskReads,
+    logged: bool,
+    mut op: impl FnMut(&mut WorkerBuffer) -> std::result::Result<T, OpError>,
+) -> Result<T> {
+    if !logged {
+        return run_op(reads, op).await;
+    }
+    run_op(reads, |wb| {
+        wb.manager().wal().check()?;
+        if !wb.log_has_room(step::MAX_STEP_RECORD_BYTES) {
+            wb.flush_log(true);
+            return Err(Restart::LogFull.into());
+        }
+        step::begin_step();
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| op(wb)));
+        match outcome {
+            Ok(result) => {
+                step::end_step(wb, true);
+                result
+            }
+            Err(panic) => {
+                // Pages may have changed without a log record: release the
+                // latches and stop the store (reopening recovers).
+                step::end_step(wb, false);
+                wb.manager()
+                    .wal()
+                    .fail("a task panicked inside a logged change".into());
+                std::panic::resume_unwind(panic)
+            }
+        }
+    })
+    .await
+}
+
+/// Waits until log group `seq` is durable; an error if the store failed.
+pub(crate) async fn wait_durable(seq: u64) -> Result<()> {
+    let task = current_task().expect("wait_durable outside a task");
+    std::future::poll_fn(|_| {
+        let (failed, durable) = with_local(|wb| {
+            let wal = wb.manager().wal();
+            (wal.has_failed(), seq < wal.durable_below())
+        });
+        if durable {
+            return Poll::Ready(Ok(()));
+        }
+        if failed {
+            return Poll::Ready(Err(with_local(|wb| wb.manager().wal().failure_error())));
+        }
+        with_local(|wb| wb.wait_durable(seq, task));
+        park_current();
+        Poll::Pending
+    })
+    .await
+}
+
+/// How long a worker whose tasks all wait for another worker's log sleeps
+/// before it looks again (that worker also wakes it when its log syncs).
+const COMMIT_WAIT_SLEEP: std::time::Duration = std::time::Duration::from_micros(200);
+
 /// The body of worker thread `index`. Reports start-up through `started`;
-/// returns the result of the final flush.
+/// returns the result of the final flush: the block where its log's next
+/// group would start (the close checkpoint's start for this log).
 pub(crate) fn worker_main(
     bm: Arc<crate::buffer::BufferManager>,
     shared: Arc<Vec<WorkerShared>>,
     index: usize,
     io_config: IoConfig,
+    log: Option<crate::wal::writer::LogWriter>,
+    mut checkpoints: super::checkpoint::CheckpointDriver,
     shutdown: Arc<AtomicBool>,
     started: std::sync::mpsc::Sender<Result<Vec<String>>>,
-) -> Result<()> {
-    let wb = match WorkerBuffer::new(bm, index, &io_config) {
+) -> Result<u64> {
+    let mut wb = match WorkerBuffer::new(bm, index, &io_config) {
         Ok(wb) => wb,
         Err(e) => {
             let _ = started.send(Err(e));
-            return Ok(());
+            return Ok(0);
         }
     };
+    if let Some(log) = log {
+        wb.set_log(log);
+    }
     let _ = started.send(Ok(wb.io_notes().to_vec()));
     let wb_ptr = Box::into_raw(Box::new(wb));
     LOCAL.with(|l| l.set(wb_ptr));
@@ -235,6 +327,7 @@ pub(crate) fn worker_main(
     let mut exec = Executor::new();
     let mut jobs = Vec::new();
     let mut loop_error: Option<Error> = None;
+    let mut durable_events = 0;
     loop {
         me.take_jobs(&mut jobs);
         for job in jobs.drain(..) {
@@ -245,25 +338,59 @@ pub(crate) fn worker_main(
         let wb = unsafe { &mut *wb_ptr };
         if let Err(e) = step_io(wb, &mut exec) {
             eprintln!("flashtree worker {index}: I/O error: {e}");
+            wb.manager().wal().fail(format!("worker {index}: {e}"));
             loop_error.get_or_insert(e);
         }
-        me.publish(&wb.stats);
+        if checkpoints.step(wb) {
+            for (w, other) in shared.iter().enumerate() {
+                if w != index {
+                    other.wake();
+                }
+            }
+        }
+        wb.wake_commit_waiters(&mut |task| exec.wake(task));
+        if wb.log_durable_events != durable_events {
+            durable_events = wb.log_durable_events;
+            for (w, other) in shared.iter().enumerate() {
+                if w != index && other.commit_waiting.load(Ordering::Acquire) {
+                    other.wake();
+                }
+            }
+        }
+        me.commit_waiting
+            .store(wb.commit_waiter_count() > 0, Ordering::Release);
+        me.publish(wb);
         if exec.task_count() == 0 && wb.io_in_flight() == 0 {
+            if wb.log().is_some_and(|log| !log.is_quiet()) && !wb.manager().wal().has_failed() {
+                // Buffered commits: an idle worker flushes at once.
+                wb.flush_log(true);
+                continue;
+            }
+            if checkpoints.needs_me(wb) && !shutdown.load(Ordering::Acquire) {
+                // A checkpoint waits for this worker's part.
+                me.sleep_briefly(COMMIT_WAIT_SLEEP);
+                continue;
+            }
             if shutdown.load(Ordering::Acquire) && me.queued.load(Ordering::Acquire) == 0 {
                 break;
             }
             me.sleep_until_job(&shutdown);
+        } else if exec.ready_count() == 0 && wb.io_in_flight() == 0 && wb.commit_waiter_count() > 0
+        {
+            // Commits wait for another worker's log.
+            me.sleep_briefly(COMMIT_WAIT_SLEEP);
         }
     }
     // SAFETY: all tasks are done; reclaim the box made above.
     let mut wb = unsafe { Box::from_raw(wb_ptr) };
     LOCAL.with(|l| l.set(std::ptr::null_mut()));
     let flushed = wb.flush_dirty();
-    me.publish(&wb.stats);
+    me.publish(&wb);
+    let next_block = wb.log().map_or(0, |log| log.next_block());
     drop(wb);
     match loop_error {
         Some(e) => Err(e),
-        None => flushed,
+        None => flushed.map(|()| next_block),
     }
 }
 

@@ -29,6 +29,10 @@ pub struct IoRequest {
     pub len: u32,
     /// Returned unchanged in the completion (a task id, a frame id, …).
     pub user_data: u64,
+    /// None: `offset` is a logical offset in the striped data space.
+    /// Some(device): `offset` is an offset in that extra file (a device
+    /// index past the data devices, see [`Storage::data_device_count`]).
+    pub file: Option<u32>,
 }
 
 impl IoRequest {
@@ -40,6 +44,7 @@ impl IoRequest {
             buf,
             len,
             user_data,
+            file: None,
         }
     }
 
@@ -51,6 +56,29 @@ impl IoRequest {
             buf: buf as *mut u8,
             len,
             user_data,
+            file: None,
+        }
+    }
+
+    /// A read of `len` bytes at `offset` of extra file `device`.
+    pub fn read_file(device: usize, offset: u64, buf: *mut u8, len: u32, user_data: u64) -> Self {
+        IoRequest {
+            file: Some(device as u32),
+            ..IoRequest::read(offset, buf, len, user_data)
+        }
+    }
+
+    /// A write of `len` bytes at `offset` of extra file `device`.
+    pub fn write_file(
+        device: usize,
+        offset: u64,
+        buf: *const u8,
+        len: u32,
+        user_data: u64,
+    ) -> Self {
+        IoRequest {
+            file: Some(device as u32),
+            ..IoRequest::write(offset, buf, len, user_data)
         }
     }
 
@@ -63,6 +91,7 @@ impl IoRequest {
             buf: std::ptr::null_mut(),
             len: 0,
             user_data,
+            file: None,
         }
     }
 }
@@ -141,7 +170,13 @@ impl IoChannel {
             0 => usize::MAX,
             n => n as usize,
         };
-        let backend = match config.backend {
+        // A simulated disk is reached through the synchronous backend.
+        let kind = if storage.is_simulated() {
+            BackendKind::Sync
+        } else {
+            config.backend
+        };
+        let backend = match kind {
             BackendKind::IoUring => {
                 Backend::Uring(Box::new(UringBackend::new(&storage, config, &mut notes)?))
             }
@@ -272,7 +307,12 @@ impl IoChannel {
         if req.buf.is_null() {
             return Err(refused(req, IoErrorKind::Misaligned));
         }
-        let mapped = self.storage.map(req.op, req.offset, req.len)?;
+        let mapped = match req.file {
+            None => self.storage.map(req.op, req.offset, req.len)?,
+            Some(device) => self
+                .storage
+                .map_file(req.op, device, req.offset, req.len)?,
+        };
         Ok(Slot {
             device: mapped.device,
             device_offset: mapped.device_offset,

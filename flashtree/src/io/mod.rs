@@ -5,6 +5,10 @@
 //!   byte offset to (device, device offset) by striping chunks round-robin.
 //!   It is shared by all workers (`Arc<Storage>`); it holds only file
 //!   descriptors, so sharing costs nothing on the I/O path.
+//! * [`Vfs`] is where files live: the operating system, or a simulated disk
+//!   ([`sim::SimDisk`]) that tests crash, tear and fail at will. Every file
+//!   operation of the engine (creation, locking, length, growth, reads,
+//!   writes, syncs) goes through it.
 //! * [`IoChannel`] is one worker's channel to every device (the all-to-all
 //!   model of seed 000 §3.4). It is `!Sync` and owned by one thread: no lock
 //!   and no cross-thread message is on the I/O path. Three backends sit
@@ -22,13 +26,16 @@
 mod aio;
 mod buf;
 mod channel;
+pub mod sim;
 mod storage;
 mod sync;
 mod uring;
+mod vfs;
 
 pub use buf::AlignedBuf;
 pub use channel::{IoChannel, IoCompletion, IoRequest};
 pub use storage::{Storage, StorageConfig};
+pub use vfs::{StoreLock, Vfs};
 
 use std::fmt;
 use std::path::Path;

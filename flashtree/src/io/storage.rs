@@ -8,7 +8,16 @@
 //! Files are created and preallocated (fallocate) as needed and can grow;
 //! block devices have a fixed size and are refused when too small or when
 //! their size is not a multiple of the chunk.
+//!
+//! Besides the striped data devices, a storage may hold *extra files*
+//! (the write-ahead logs and the checkpoint slots): each is a device of its
+//! own, addressed by device index (`data_device_count() + i`) and a plain
+//! file offset, never striped. Every file operation (open, create, length,
+//! growth, reads, writes, syncs) goes through the storage's [`Vfs`]: the
+//! operating system's files, or a [`super::sim::SimDisk`] in tests.
 
+use super::sim::{SimDisk, SimFileId};
+use super::vfs::Vfs;
 use super::{IoError, IoErrorKind, IoOp, DIRECT_IO_ALIGN, PAGE_SIZE};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
@@ -34,6 +43,12 @@ pub struct StorageConfig {
     /// Make the logical capacity at least this many bytes (files are
     /// preallocated; block devices must be large enough).
     pub min_capacity_bytes: u64,
+    /// Files outside the striped data space (logs, checkpoint slots): device
+    /// `paths.len() + i` is `extra_files[i]`. Created when missing if
+    /// `create` is set.
+    pub extra_files: Vec<PathBuf>,
+    /// Where the files live: the operating system or a simulated disk.
+    pub vfs: Vfs,
 }
 
 impl StorageConfig {
@@ -46,23 +61,56 @@ impl StorageConfig {
             read_only: false,
             create: true,
             min_capacity_bytes: 0,
+            extra_files: Vec::new(),
+            vfs: Vfs::Os,
         }
     }
 }
 
-/// One device of the RAID0 set.
+/// The open file behind a device.
+#[derive(Debug)]
+pub(crate) enum DeviceFile {
+    /// A file or block device of the operating system.
+    Os(File),
+    /// A file of a simulated disk.
+    Sim(Arc<SimDisk>, SimFileId),
+}
+
+/// One device of the RAID0 set, or one extra file.
 #[derive(Debug)]
 pub(crate) struct Device {
     pub(crate) path: Arc<Path>,
-    pub(crate) file: File,
+    pub(crate) file: DeviceFile,
     pub(crate) is_block_device: bool,
+}
+
+impl Device {
+    /// The current length of the file (bytes).
+    fn len(&self) -> Result<u64> {
+        match &self.file {
+            DeviceFile::Os(file) => {
+                if self.is_block_device {
+                    return block_device_bytes(file, &self.path);
+                }
+                Ok(file
+                    .metadata()
+                    .map_err(|e| env_error(&self.path, "stat", e))?
+                    .len())
+            }
+            DeviceFile::Sim(sim, id) => Ok(sim.len(*id)),
+        }
+    }
 }
 
 /// A RAID0 set of devices. Shared by all workers; each worker builds its own
 /// [`super::IoChannel`] on it.
 #[derive(Debug)]
 pub struct Storage {
+    /// The data devices (striped), then the extra files.
     devices: Vec<Device>,
+    /// How many of `devices` are striped data devices.
+    data_count: usize,
+    vfs: Vfs,
     chunk_bytes: u64,
     direct: bool,
     read_only: bool,
@@ -105,12 +153,14 @@ impl Storage {
     /// Opens (creating and preallocating as configured) the devices.
     pub fn open(config: &StorageConfig) -> Result<Storage> {
         validate_config(config)?;
-        let mut devices = Vec::with_capacity(config.paths.len());
-        for path in &config.paths {
+        let mut devices = Vec::with_capacity(config.paths.len() + config.extra_files.len());
+        for path in config.paths.iter().chain(&config.extra_files) {
             devices.push(open_device(path, config)?);
         }
         let storage = Storage {
             devices,
+            data_count: config.paths.len(),
+            vfs: config.vfs.clone(),
             chunk_bytes: config.chunk_bytes,
             direct: config.direct,
             read_only: config.read_only,
@@ -137,8 +187,11 @@ impl Storage {
     /// disk's queue is not found (e.g. tmpfs, overlay or no sysfs).
     pub fn request_queue_capacity(&self) -> Option<u32> {
         let mut disks: Vec<(u32, u32)> = Vec::new();
-        for device in &self.devices {
-            let meta = device.file.metadata().ok()?;
+        for device in &self.devices[..self.data_count] {
+            let DeviceFile::Os(file) = &device.file else {
+                return None;
+            };
+            let meta = file.metadata().ok()?;
             use std::os::unix::fs::MetadataExt;
             let dev = if device.is_block_device {
                 meta.rdev()
@@ -157,9 +210,51 @@ impl Storage {
         (total > 0).then_some(total)
     }
 
-    /// Number of devices in the set.
+    /// Number of devices: the striped data devices and the extra files.
     pub fn device_count(&self) -> usize {
         self.devices.len()
+    }
+
+    /// Number of striped data devices (the first devices).
+    pub fn data_device_count(&self) -> usize {
+        self.data_count
+    }
+
+    /// The file system the devices live on.
+    pub fn vfs(&self) -> &Vfs {
+        &self.vfs
+    }
+
+    /// The current length in bytes of device `index`'s file.
+    pub fn device_len(&self, index: usize) -> Result<u64> {
+        self.devices[index].len()
+    }
+
+    /// Makes extra file `index` (a device index past the data devices) at
+    /// least `bytes` long: preallocated and zero-filled, so that later
+    /// writes into it change no file size (an `fdatasync` then needs no
+    /// metadata update). Call before any channel writes to it.
+    pub fn preallocate_file(&self, index: usize, bytes: u64) -> Result<()> {
+        assert!(index >= self.data_count, "preallocate_file on a data device");
+        let device = &self.devices[index];
+        let len = device.len()?;
+        if len >= bytes {
+            return Ok(());
+        }
+        match &device.file {
+            DeviceFile::Os(file) => {
+                fallocate(file, &device.path, len, bytes - len)?;
+                write_zeros(file, &device.path, len, bytes)
+            }
+            DeviceFile::Sim(sim, id) => {
+                sim.set_len(*id, bytes).map_err(|e| {
+                    env_error(&device.path, "extend", std::io::Error::from_raw_os_error(e))
+                })?;
+                sim.sync(*id).map_err(|e| {
+                    env_error(&device.path, "sync", std::io::Error::from_raw_os_error(e))
+                })
+            }
+        }
     }
 
     /// The path of device `index`.
@@ -194,13 +289,13 @@ impl Storage {
                 "cannot grow storage opened read-only".into(),
             ));
         }
-        let n = self.devices.len() as u64;
+        let n = self.data_count as u64;
         let stripe_bytes = self.chunk_bytes * n;
         let stripes = bytes.div_ceil(stripe_bytes);
         let per_device_bytes = stripes * self.chunk_bytes;
-        for device in &self.devices {
+        for device in &self.devices[..self.data_count] {
             if device.is_block_device {
-                let have = block_device_bytes(&device.file, &device.path)?;
+                let have = device.len()?;
                 if have < per_device_bytes {
                     return Err(Error::Full(format!(
                         "block device {} has {have} bytes, {per_device_bytes} needed",
@@ -209,14 +304,18 @@ impl Storage {
                 }
                 continue;
             }
-            let len = device
-                .file
-                .metadata()
-                .map_err(|e| env_error(&device.path, "stat", e))?
-                .len();
-            if len < per_device_bytes {
-                fallocate(&device.file, &device.path, len, per_device_bytes - len)?;
-                write_zeros(&device.file, &device.path, len, per_device_bytes)?;
+            let len = device.len()?;
+            if len >= per_device_bytes {
+                continue;
+            }
+            match &device.file {
+                DeviceFile::Os(file) => {
+                    fallocate(file, &device.path, len, per_device_bytes - len)?;
+                    write_zeros(file, &device.path, len, per_device_bytes)?;
+                }
+                DeviceFile::Sim(sim, id) => sim.set_len(*id, per_device_bytes).map_err(|e| {
+                    env_error(&device.path, "extend", std::io::Error::from_raw_os_error(e))
+                })?,
             }
         }
         self.capacity_bytes
@@ -224,9 +323,71 @@ impl Storage {
         Ok(())
     }
 
-    /// The raw file descriptor of device `index` (for channels).
+    /// The raw file descriptor of device `index` (for channels); -1 for a
+    /// simulated file (whose channels use the synchronous backend).
     pub(crate) fn fd(&self, index: usize) -> RawFd {
-        self.devices[index].file.as_raw_fd()
+        match &self.devices[index].file {
+            DeviceFile::Os(file) => file.as_raw_fd(),
+            DeviceFile::Sim(..) => -1,
+        }
+    }
+
+    /// Performs one request synchronously (the synchronous backend, and
+    /// every request on a simulated disk). Returns bytes transferred (0 for
+    /// a sync) or -errno.
+    ///
+    /// # Safety
+    /// `slot.buf` must be valid for `slot.len` bytes (writable for reads).
+    pub(crate) unsafe fn perform(&self, slot: &super::channel::Slot) -> i64 {
+        let device = &self.devices[slot.device as usize];
+        let len = slot.len as usize;
+        match &device.file {
+            DeviceFile::Sim(sim, id) => {
+                let result = match slot.op {
+                    IoOp::Read => {
+                        // SAFETY: the caller's contract.
+                        let buf = unsafe { std::slice::from_raw_parts_mut(slot.buf, len) };
+                        sim.read(*id, slot.device_offset, buf).map(|n| n as i64)
+                    }
+                    IoOp::Write => {
+                        // SAFETY: the caller's contract.
+                        let buf = unsafe { std::slice::from_raw_parts(slot.buf, len) };
+                        sim.write(*id, slot.device_offset, buf).map(|n| n as i64)
+                    }
+                    IoOp::Fsync | IoOp::Fdatasync => sim.sync(*id).map(|()| 0),
+                };
+                result.unwrap_or_else(|errno| -i64::from(errno))
+            }
+            DeviceFile::Os(file) => {
+                let fd = file.as_raw_fd();
+                let off = slot.device_offset as libc::off_t;
+                loop {
+                    // SAFETY: the caller keeps slot.buf valid for len bytes.
+                    let rc = unsafe {
+                        match slot.op {
+                            IoOp::Read => libc::pread(fd, slot.buf.cast(), len, off) as i64,
+                            IoOp::Write => libc::pwrite(fd, slot.buf.cast(), len, off) as i64,
+                            IoOp::Fsync => libc::fsync(fd) as i64,
+                            IoOp::Fdatasync => libc::fdatasync(fd) as i64,
+                        }
+                    };
+                    if rc >= 0 {
+                        return rc;
+                    }
+                    let errno = std::io::Error::last_os_error()
+                        .raw_os_error()
+                        .unwrap_or(libc::EIO);
+                    if errno != libc::EINTR {
+                        return -i64::from(errno);
+                    }
+                }
+            }
+        }
+    }
+
+    /// True when the devices are files of a simulated disk.
+    pub fn is_simulated(&self) -> bool {
+        matches!(self.vfs, Vfs::Sim(_))
     }
 
     pub(crate) fn device(&self, index: usize) -> &Device {
@@ -265,7 +426,7 @@ impl Storage {
         if end > self.capacity_bytes() && !matches!(op, IoOp::Read) {
             return Err(fail(IoErrorKind::OutOfRange));
         }
-        let n = self.devices.len() as u64;
+        let n = self.data_count as u64;
         if n == 1 {
             return Ok(Mapped {
                 device: 0,
@@ -278,11 +439,45 @@ impl Storage {
         })
     }
 
+    /// Maps a request on extra file `device` at file offset `offset`:
+    /// checks the device index and the alignment for direct I/O.
+    pub(crate) fn map_file(
+        &self,
+        op: IoOp,
+        device: u32,
+        offset: u64,
+        len: u32,
+    ) -> std::result::Result<Mapped, IoError> {
+        let fail = |kind| IoError {
+            op,
+            path: None,
+            offset,
+            device_offset: None,
+            len,
+            kind,
+        };
+        if (device as usize) < self.data_count || device as usize >= self.devices.len() {
+            return Err(fail(IoErrorKind::OutOfRange));
+        }
+        let align = if self.direct {
+            DIRECT_IO_ALIGN as u64
+        } else {
+            1
+        };
+        if !offset.is_multiple_of(align) || u64::from(len) % align != 0 || len == 0 {
+            return Err(fail(IoErrorKind::Misaligned));
+        }
+        Ok(Mapped {
+            device,
+            device_offset: offset,
+        })
+    }
+
     fn smallest_device_bytes(&self) -> Result<u64> {
         let mut smallest = u64::MAX;
-        for device in &self.devices {
+        for device in &self.devices[..self.data_count] {
             let bytes = if device.is_block_device {
-                let have = block_device_bytes(&device.file, &device.path)?;
+                let have = device.len()?;
                 if have % self.chunk_bytes != 0 {
                     return Err(Error::Unsupported(format!(
                         "block device {} has {have} bytes, not a multiple of the chunk size {}",
@@ -292,11 +487,7 @@ impl Storage {
                 }
                 have
             } else {
-                device
-                    .file
-                    .metadata()
-                    .map_err(|e| env_error(&device.path, "stat", e))?
-                    .len()
+                device.len()?
             };
             smallest = smallest.min(bytes);
         }
@@ -315,7 +506,7 @@ fn validate_config(config: &StorageConfig) -> Result<()> {
         )));
     }
     let mut seen = std::collections::HashSet::new();
-    for path in &config.paths {
+    for path in config.paths.iter().chain(&config.extra_files) {
         if !seen.insert(path) {
             return Err(Error::InvalidArgument(format!(
                 "device {} is listed twice",
@@ -327,6 +518,17 @@ fn validate_config(config: &StorageConfig) -> Result<()> {
 }
 
 fn open_device(path: &Path, config: &StorageConfig) -> Result<Device> {
+    if let Vfs::Sim(sim) = &config.vfs {
+        let create = config.create && !config.read_only;
+        let id = sim.open(path, create).map_err(|e| {
+            env_error(path, "open", std::io::Error::from_raw_os_error(e))
+        })?;
+        return Ok(Device {
+            path: Arc::from(path),
+            file: DeviceFile::Sim(sim.clone(), id),
+            is_block_device: false,
+        });
+    }
     let mut options = OpenOptions::new();
     options.read(true).write(!config.read_only);
     if config.create && !config.read_only {
@@ -352,7 +554,7 @@ fn open_device(path: &Path, config: &StorageConfig) -> Result<Device> {
         .is_block_device();
     Ok(Device {
         path: Arc::from(path),
-        file,
+        file: DeviceFile::Os(file),
         is_block_device,
     })
 }
@@ -389,7 +591,12 @@ const ZERO_FILL_CHUNK_BYTES: usize = 1 << 20;
 /// CPU of a lookup. Written extents stay few and large.
 fn write_zeros(file: &File, path: &Path, start: u64, end: u64) -> Result<()> {
     use std::os::unix::fs::FileExt;
-    assert!(start.is_multiple_of(PAGE_SIZE as u64) && end.is_multiple_of(PAGE_SIZE as u64));
+    // A file whose length is not a multiple of the page size (bytes
+    // appended by something else) is filled from the page that holds its
+    // end: direct I/O needs aligned offsets, and those bytes lie beyond the
+    // addressable capacity anyway.
+    let start = start - start % PAGE_SIZE as u64;
+    assert!(end.is_multiple_of(PAGE_SIZE as u64) && start <= end);
     let zeros = super::AlignedBuf::new(ZERO_FILL_CHUNK_BYTES);
     let mut offset = start;
     while offset < end {

@@ -1,8 +1,9 @@
 //! The synchronous backend: pread/pwrite/fsync performed at submit time.
-//! It is the baseline against which the asynchronous backends are measured.
+//! It is the baseline against which the asynchronous backends are measured,
+//! and the backend of every channel on a simulated disk.
 
 use super::channel::Slot;
-use super::{IoOp, Storage};
+use super::Storage;
 use std::collections::VecDeque;
 
 pub(crate) struct SyncBackend {
@@ -28,8 +29,9 @@ impl SyncBackend {
         let count = self.queued.len().min(limit);
         for index in self.queued.drain(..count) {
             let slot = &slots[index as usize];
-            let fd = storage.fd(slot.device as usize);
-            let res = perform(slot, fd);
+            // SAFETY: push's contract keeps slot.buf valid for len bytes
+            // until the completion is reaped, which happens after this call.
+            let res = unsafe { storage.perform(slot) };
             self.done.push_back((index, res));
         }
         count
@@ -38,32 +40,6 @@ impl SyncBackend {
     pub(crate) fn reap(&mut self, on_done: &mut dyn FnMut(u32, i64)) {
         while let Some((index, res)) = self.done.pop_front() {
             on_done(index, res);
-        }
-    }
-}
-
-fn perform(slot: &Slot, fd: i32) -> i64 {
-    let off = slot.device_offset as libc::off_t;
-    let len = slot.len as usize;
-    loop {
-        // SAFETY: push's contract keeps slot.buf valid for len bytes until
-        // the completion is reaped, which happens after this call.
-        let rc = unsafe {
-            match slot.op {
-                IoOp::Read => libc::pread(fd, slot.buf.cast(), len, off) as i64,
-                IoOp::Write => libc::pwrite(fd, slot.buf.cast(), len, off) as i64,
-                IoOp::Fsync => libc::fsync(fd) as i64,
-                IoOp::Fdatasync => libc::fdatasync(fd) as i64,
-            }
-        };
-        if rc >= 0 {
-            return rc;
-        }
-        let errno = std::io::Error::last_os_error()
-            .raw_os_error()
-            .unwrap_or(libc::EIO);
-        if errno != libc::EINTR {
-            return -i64::from(errno);
         }
     }
 }

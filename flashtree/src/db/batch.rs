@@ -1,0 +1,476 @@
+//! Write batches: puts and deletes over any trees, applied atomically and
+//! logged as one group.
+//!
+//! # Contract
+//! * A batch is applied in one synchronous step on one worker: the leaf of
+//!   every entry is latched exclusively (and its image saved) before the
+//!   first change and kept latched until the batch's group is in the log.
+//!   Nobody sees a batch half-applied, and no group can contain part of it.
+//! * A step that cannot finish (a page is not in memory, a latch is taken,
+//!   a leaf has no room) puts every changed leaf back as it was, releases
+//!   everything and returns what to do first (load the page, yield, split
+//!   the leaf as a step of its own); the caller then runs the batch again.
+//!   Splits change no contents, so they may be logged on their own.
+//! * Limits: at most [`MAX_BATCH_ENTRIES`] entries, and no more entries
+//!   than a quarter of a worker's frames (they must be in memory at once).
+
+use super::Tree;
+use crate::btree::node::{Node, MAX_ENTRY_BYTES, MAX_KEY_BYTES};
+use crate::btree::tree;
+use crate::buffer::{GuardX, OpError, PageId, Restart, WorkerBuffer};
+use crate::error::{Error, Result};
+use crate::io::PAGE_SIZE;
+use crate::wal::format::{GroupParts, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES};
+
+/// Most entries in one batch.
+pub const MAX_BATCH_ENTRIES: usize = 4096;
+
+/// One entry of a batch: offsets into the batch's byte arena.
+#[derive(Clone, Copy, Debug)]
+struct Entry {
+    tree: PageId,
+    key_at: u32,
+    key_len: u16,
+    /// None: delete.
+    value: Option<(u32, u16)>,
+}
+
+/// Puts and deletes over any trees, applied all or nothing by
+/// [`super::Db::write`] or [`super::TaskCtx::write`]. Entries apply in
+/// order (a later entry for the same key wins).
+#[derive(Clone, Debug, Default)]
+pub struct WriteBatch {
+    entries: Vec<Entry>,
+    bytes: Vec<u8>,
+}
+
+impl WriteBatch {
+    /// An empty batch.
+    pub fn new() -> WriteBatch {
+        WriteBatch::default()
+    }
+
+    /// Adds a put of `key` = `value` into `tree`.
+    pub fn put(&mut self, tree: Tree, key: &[u8], value: &[u8]) -> Result<()> {
+        super::check_entry(key, value)?;
+        self.check_room()?;
+        let key_at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(key);
+        let value_at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(value);
+        self.entries.push(Entry {
+            tree: tree.root,
+            key_at,
+            key_len: key.len() as u16,
+            value: Some((value_at, value.len() as u16)),
+        });
+        Ok(())
+    }
+
+    /// Adds a delete of `key` from `tree`.
+    pub fn delete(&mut self, tree: Tree, key: &[u8]) -> Result<()> {
+        super::check_key(key)?;
+        self.check_room()?;
+        let key_at = self.bytes.len() as u32;
+        self.bytes.extend_from_slice(key);
+        self.entries.push(Entry {
+            tree: tree.root,
+            key_at,
+            key_len: key.len() as u16,
+            value: None,
+        });
+        Ok(())
+    }
+
+    fn check_room(&self) -> Result<()> {
+        if self.entries.len() >= MAX_BATCH_ENTRIES {
+            return Err(Error::InvalidArgument(format!(
+                "a batch holds at most {MAX_BATCH_ENTRIES} entries"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Entries in the batch.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+
+    /// True when the batch has no entries.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+
+    /// Removes every entry.
+    pub fn clear(&mut self) {
+        self.entries.clear();
+        self.bytes.clear();
+    }
+
+    fn key(&self, e: &Entry) -> &[u8] {
+        &self.bytes[e.key_at as usize..e.key_at as usize + e.key_len as usize]
+    }
+
+    fn value(&self, e: &Entry) -> Option<&[u8]> {
+        e.value
+            .map(|(at, len)| &self.bytes[at as usize..at as usize + len as usize])
+    }
+
+    /// (tree, key, value or None for a delete) of entry `i`.
+    pub(crate) fn entry(&self, i: usize) -> (PageId, &[u8], Option<&[u8]>) {
+        let e = &self.entries[i];
+        (e.tree, self.key(e), self.value(e))
+    }
+
+    /// Log bytes the batch's group may take at most: per entry its leaf,
+    /// and a split's new page and parent.
+    pub(crate) fn max_record_bytes(&self) -> usize {
+        RECORD_HEADER_BYTES + GROUP_FIXED_BYTES + GROUP_PAGE_BYTES * (3 * self.entries.len() + 1)
+    }
+}
+
+/// Why a batch step stopped without applying the batch (nothing changed).
+#[derive(Debug)]
+pub(crate) enum BatchStop {
+    /// Load, wait or yield, as for any tree operation.
+    Restart(Restart),
+    /// Entry `i`'s leaf must split but its parent is full: make room in
+    /// the parent first.
+    ParentFull(usize),
+    /// The log has no room for the group now: yield (a flush or a
+    /// checkpoint makes room).
+    NoLogRoom,
+    /// A real error.
+    Fatal(Error),
+}
+
+impl From<Restart> for BatchStop {
+    fn from(r: Restart) -> BatchStop {
+        BatchStop::Restart(r)
+    }
+}
+
+impl From<OpError> for BatchStop {
+    fn from(e: OpError) -> BatchStop {
+        match e {
+            OpError::Restart(r) => BatchStop::Restart(r),
+            OpError::Fatal(e) => BatchStop::Fatal(e),
+        }
+    }
+}
+
+/// What a batch step did.
+pub(crate) struct Applied {
+    /// The group's sequence number (None: nothing changed).
+    pub seq: Option<u64>,
+    /// Per entry: a delete found its key.
+    pub found: Vec<bool>,
+    /// Keys (tree, entry index) whose leaf ended underfull after a delete.
+    pub underfull: Vec<usize>,
+}
+
+/// A page latched by the step: a leaf, or an inner node a split in the
+/// step changed; with its image before the step, or allocated by it.
+struct HeldLeaf<'a> {
+    tree: PageId,
+    guard: GuardX<'a>,
+    before: Option<Box<[u8; PAGE_SIZE]>>,
+    /// A leaf (entries are looked up here).
+    is_leaf: bool,
+    /// Allocated by this step: freed on roll-back.
+    allocated: bool,
+}
+
+/// Applies `batch` in one step, or changes nothing and says why not.
+pub(crate) fn apply_step(
+    wb: &mut WorkerBuffer,
+    batch: &WriteBatch,
+    last_puts: &super::LastPuts,
+) -> std::result::Result<Applied, BatchStop> {
+    wb.manager().wal().check().map_err(BatchStop::Fatal)?;
+    if !wb.log_has_room(batch.max_record_bytes()) {
+        wb.flush_log(true);
+        return Err(BatchStop::NoLogRoom);
+    }
+    let bm = wb.manager_arc();
+    let mut held: Vec<HeldLeaf<'_>> = Vec::new();
+    let mut found = vec![false; batch.len()];
+    let mut underfull = Vec::new();
+    let mut i = 0;
+    // Splits made for entry i: the first may follow the task's sequence
+    // (see `tree::split_latched`), later ones split evenly.
+    let mut splits_for_entry = 0;
+    while i < batch.len() {
+        let (tree_root, key, value) = batch.entry(i);
+        let index = match held.iter().position(|h| {
+            h.is_leaf && h.tree == tree_root && tree::leaf_covers(Node::from_page(h.guard.page()), key)
+        }) {
+            Some(index) => index,
+            None => match tree::leaf_for_write(&bm, tree_root, key) {
+                Ok(guard) => {
+                    held.push(HeldLeaf {
+                        tree: tree_root,
+                        guard,
+                        before: None,
+                        is_leaf: true,
+                        allocated: false,
+                    });
+                    held.len() - 1
+                }
+                Err(e) => {
+                    roll_back(&mut held);
+                    return Err(e.into());
+                }
+            },
+        };
+        match value {
+            Some(value) => {
+                let n = Node::from_page(held[index].guard.page());
+                let slot = n.lower_bound(key);
+                if !n.fits(slot, key.len(), value.len()) {
+                    // Split inside the step, so that the batch's entries
+                    // need not fit the leaves as they were before it.
+                    splits_for_entry += 1;
+                    if splits_for_entry > 8 {
+                        roll_back(&mut held);
+                        return Err(BatchStop::Fatal(Error::Corrupt(format!(
+                            "batch entry {i} does not fit after 8 splits of its leaf"
+                        ))));
+                    }
+                    let previous = last_puts.get(tree_root).filter(|_| splits_for_entry == 1);
+                    if let Err(stop) =
+                        split_in_step(wb, &bm, &mut held, index, (tree_root, key, previous), i)
+                    {
+                        roll_back(&mut held);
+                        return Err(stop);
+                    }
+                    continue; // entry i again, into the right half
+                }
+                let leaf = &mut held[index];
+                save_before(leaf);
+                let pid = leaf.guard.pid();
+                let inserted =
+                    Node::from_page_mut(leaf.guard.page_mut()).insert_found(slot, key, value);
+                if inserted.is_err() {
+                    roll_back(&mut held);
+                    return Err(BatchStop::Fatal(Error::Corrupt(format!(
+                        "page {pid}: insert failed after the space check"
+                    ))));
+                }
+            }
+            None => {
+                let leaf = &mut held[index];
+                if Node::from_page(leaf.guard.page()).lower_bound(key).1 {
+                    save_before(leaf);
+                    let is_root = leaf.guard.pid() == tree_root;
+                    let n = Node::from_page_mut(leaf.guard.page_mut());
+                    found[i] = n.remove(key);
+                    if n.space_used_bytes() < tree::MERGE_THRESHOLD_BYTES && !is_root {
+                        underfull.push(i);
+                    }
+                }
+            }
+        }
+        i += 1;
+        splits_for_entry = 0;
+    }
+    let seq = if held.iter().any(|h| h.before.is_some() || h.allocated) {
+        Some(log_leaves(wb, &mut held))
+    } else {
+        None
+    };
+    drop(held);
+    Ok(Applied {
+        seq,
+        found,
+        underfull,
+    })
+}
+
+/// Saves the leaf's image before its first change in this step.
+fn save_before(leaf: &mut HeldLeaf<'_>) {
+    if leaf.before.is_none() {
+        leaf.before = Some(Box::new(*leaf.guard.page()));
+    }
+}
+
+/// Puts every changed page back as it was before the step and frees the
+/// pages it allocated.
+fn roll_back(held: &mut Vec<HeldLeaf<'_>>) {
+    for leaf in held.iter_mut() {
+        if let Some(before) = leaf.before.take() {
+            leaf.guard.page_mut().copy_from_slice(&before[..]);
+        }
+    }
+    for leaf in held.drain(..) {
+        if leaf.allocated {
+            leaf.guard.free();
+        }
+    }
+}
+
+/// Splits the held leaf `index` (entry `entry`'s, for `key` of tree
+/// `tree_root`; `previous_key`: the task's last put there) inside the
+/// step: its parent (found through the pages the step holds, latched and
+/// saved) gets the separator; a root leaf splits in place.
+fn split_in_step<'a>(
+    wb: &mut WorkerBuffer,
+    bm: &'a crate::buffer::BufferManager,
+    held: &mut Vec<HeldLeaf<'a>>,
+    index: usize,
+    (tree_root, key, previous_key): (PageId, &[u8], Option<&[u8]>),
+    entry: usize,
+) -> std::result::Result<(), BatchStop> {
+    let leaf_pid = held[index].guard.pid();
+    if Node::from_page(held[index].guard.page()).count() < 2 {
+        return Err(BatchStop::Fatal(Error::InvalidArgument(format!(
+            "batch entry {entry} does not fit a leaf of its own (key and fences too long)"
+        ))));
+    }
+    save_before(&mut held[index]);
+    if leaf_pid == tree_root {
+        let (right, left) = tree::split_root_latched(bm, wb, &mut held[index].guard)?;
+        held[index].is_leaf = false;
+        for guard in [right, left] {
+            held.push(HeldLeaf {
+                tree: tree_root,
+                guard,
+                before: None,
+                is_leaf: true,
+                allocated: true,
+            });
+        }
+        return Ok(());
+    }
+    let parent = find_parent(bm, held, tree_root, leaf_pid, key)?;
+    let parent_index = match parent {
+        Parent::Held(p) => p,
+        Parent::Optimistic(guard) => {
+            let has_space = Node::from_page(guard.page()).has_space_for(MAX_KEY_BYTES, 8);
+            guard.check()?;
+            if !has_space {
+                return Err(BatchStop::ParentFull(entry));
+            }
+            held.push(HeldLeaf {
+                tree: tree_root,
+                guard: guard.upgrade()?,
+                before: None,
+                is_leaf: false,
+                allocated: false,
+            });
+            held.len() - 1
+        }
+    };
+    if !Node::from_page(held[parent_index].guard.page()).has_space_for(MAX_KEY_BYTES, 8) {
+        return Err(BatchStop::ParentFull(entry));
+    }
+    save_before(&mut held[parent_index]);
+    let (parent, leaf) = two_mut(held, parent_index, index);
+    let left = tree::split_latched(bm, wb, &mut parent.guard, &mut leaf.guard, key, previous_key)?;
+    held.push(HeldLeaf {
+        tree: tree_root,
+        guard: left,
+        before: None,
+        is_leaf: true,
+        allocated: true,
+    });
+    Ok(())
+}
+
+/// A parent found by [`find_parent`].
+enum Parent<'a> {
+    /// Held by the step at this index.
+    Held(usize),
+    /// Not held: optimistically latched (validated).
+    Optimistic(crate::buffer::GuardO<'a>),
+}
+
+/// The parent of `pid` (which holds `key`), descending from the root and
+/// reading the pages this step holds through their latches.
+fn find_parent<'a>(
+    bm: &'a crate::buffer::BufferManager,
+    held: &[HeldLeaf<'a>],
+    root: PageId,
+    pid: PageId,
+    key: &[u8],
+) -> std::result::Result<Parent<'a>, BatchStop> {
+    let fix = |child: PageId| -> std::result::Result<Parent<'a>, BatchStop> {
+        match held.iter().position(|h| h.guard.pid() == child) {
+            Some(i) => Ok(Parent::Held(i)),
+            None => Ok(Parent::Optimistic(bm.fix_optimistic(child)?)),
+        }
+    };
+    let mut current = fix(root)?;
+    for _depth in 0..64 {
+        let page = match &current {
+            Parent::Held(i) => held[*i].guard.page(),
+            Parent::Optimistic(g) => g.page(),
+        };
+        let n = Node::from_page(page);
+        let is_leaf = n.is_leaf();
+        let child = n.child_at(n.child_index_for(key));
+        if let Parent::Optimistic(g) = &current {
+            g.check()?;
+        }
+        if is_leaf {
+            return Err(BatchStop::Restart(Restart::Retry));
+        }
+        if child == pid {
+            return Ok(current);
+        }
+        let next = fix(child)?;
+        if let Parent::Optimistic(g) = &current {
+            g.check()?;
+        }
+        current = next;
+    }
+    Err(BatchStop::Fatal(Error::Corrupt(format!(
+        "no parent of page {pid} within 64 levels"
+    ))))
+}
+
+/// Two distinct elements of a slice, mutably.
+fn two_mut<T>(items: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
+    assert_ne!(a, b);
+    if a < b {
+        let (left, right) = items.split_at_mut(b);
+        (&mut left[a], &mut right[0])
+    } else {
+        let (left, right) = items.split_at_mut(a);
+        (&mut right[0], &mut left[b])
+    }
+}
+
+/// Logs the changed leaves as one group; returns its number.
+fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
+    let seq = wb.assign_log_seq();
+    for leaf in held.iter_mut().filter(|h| h.before.is_some() || h.allocated) {
+        crate::buffer::page::set_page_lsn(leaf.guard.page_mut(), seq);
+    }
+    let images: Vec<(PageId, &[u8; PAGE_SIZE])> = held
+        .iter()
+        .filter(|h| h.before.is_some() || h.allocated)
+        .map(|h| (h.guard.pid(), h.guard.page()))
+        .collect();
+    debug_assert!(images.len() <= MAX_BATCH_ENTRIES);
+    wb.append_log_group(&GroupParts {
+        seq,
+        catalog: None,
+        freed: &[],
+        pages: &images,
+    });
+    seq
+}
+
+/// Checks that a batch of `entries` can be in memory at once.
+pub(crate) fn check_batch_size(entries: usize, frames_per_worker: u64) -> Result<()> {
+    let most = (frames_per_worker / 4).max(1) as usize;
+    if entries > most {
+        return Err(Error::InvalidArgument(format!(
+            "a batch of {entries} entries needs as many leaves in memory at once; this pool allows {most} per batch (a quarter of a worker's frames)"
+        )));
+    }
+    Ok(())
+}
+
+const _: () = assert!(MAX_KEY_BYTES + 8 <= MAX_ENTRY_BYTES);

@@ -1,0 +1,150 @@
+//! One worker's part in checkpoints (the protocol: `wal::checkpoint`).
+
+use super::open;
+use crate::buffer::WorkerBuffer;
+use crate::error::Result;
+use crate::wal::checkpoint::Phase;
+use crate::wal::format::Checkpoint;
+
+/// What a worker remembers between loop iterations about checkpoints.
+pub(crate) struct CheckpointDriver {
+    worker: usize,
+    /// A checkpoint starts when this worker's log holds this many blocks
+    /// since the last one.
+    threshold_blocks: u64,
+    /// The last round this worker did its part of.
+    done_round: u64,
+    /// Round 2's page pass runs.
+    flushing: bool,
+    /// This worker finishes the checkpoint.
+    finishing: bool,
+}
+
+impl CheckpointDriver {
+    pub(crate) fn new(worker: usize, threshold_bytes: u64) -> CheckpointDriver {
+        CheckpointDriver {
+            worker,
+            threshold_blocks: (threshold_bytes / 4096).max(1),
+            done_round: 0,
+            flushing: false,
+            finishing: false,
+        }
+    }
+
+    /// True when a checkpoint waits for this worker: it must not sleep.
+    pub(crate) fn needs_me(&self, wb: &WorkerBuffer) -> bool {
+        if wb.log().is_none() {
+            return false;
+        }
+        let wal = wb.manager().wal();
+        if wal.has_failed() {
+            return false;
+        }
+        match wal.checkpoints.phase() {
+            (Phase::Idle, _) => false,
+            (Phase::Finishing, _) => self.finishing,
+            (_, round) => self.done_round != round,
+        }
+    }
+
+    /// Does whatever this worker has to do for checkpoints now; true when
+    /// it started one (the caller wakes the other workers). Errors fail
+    /// the store (the checkpoint is abandoned; the previous one holds).
+    pub(crate) fn step(&mut self, wb: &mut WorkerBuffer) -> bool {
+        let bm = wb.manager_arc();
+        let wal = bm.wal();
+        let Some(log) = wb.log() else {
+            return false;
+        };
+        if wal.has_failed() {
+            return false;
+        }
+        let control = &wal.checkpoints;
+        let (phase, round) = control.phase();
+        match phase {
+            Phase::Idle => {
+                let used = log.blocks_in_use(wal.reclaim_floor(self.worker));
+                if used >= self.threshold_blocks {
+                    return control.try_start();
+                }
+            }
+            Phase::Round1 if self.done_round != round => {
+                let log = wb.log_mut().expect("a log");
+                log.seal_tail();
+                let start = log.next_block();
+                self.done_round = round;
+                control.ack_round1(self.worker, start, || wal.next_seq());
+            }
+            Phase::Round2 if self.done_round != round => {
+                if !self.flushing {
+                    wb.begin_checkpoint_flush();
+                    self.flushing = true;
+                }
+                if wb.checkpoint_flush_step() {
+                    self.flushing = false;
+                    self.done_round = round;
+                    self.finishing = control.ack_round2();
+                }
+            }
+            Phase::Finishing if self.finishing => {
+                if wal.durable_below() < control.seq_start() {
+                    wb.flush_log(true);
+                    return false;
+                }
+                self.finishing = false;
+                match finish(wb) {
+                    Ok(()) => control.finish(true),
+                    Err(e) => {
+                        wal.fail(format!("checkpoint: {e}"));
+                        control.finish(false);
+                    }
+                }
+            }
+            _ => {}
+        }
+        false
+    }
+}
+
+/// Syncs the data files and writes the checkpoint slot; then the logs may
+/// reuse the blocks before their start blocks.
+fn finish(wb: &mut WorkerBuffer) -> Result<()> {
+    let bm = wb.manager_arc();
+    let wal = bm.wal();
+    let control = &wal.checkpoints;
+    open::sync_data(bm.storage())?;
+    let starts = control.starts();
+    let trees = wal
+        .catalog
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let mut free = bm.free_page_ids();
+    free.sort_unstable();
+    let mut last = control.last.lock().unwrap_or_else(|e| e.into_inner());
+    let checkpoint = Checkpoint {
+        number: last.number + 1,
+        seq_start: control.seq_start(),
+        next_pid: bm.next_page_id(),
+        log_starts: starts.clone(),
+        trees,
+        free,
+        flags: 0,
+        ..last.clone()
+    };
+    let slots = control
+        .slots
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone()
+        .expect("checkpoint slots set at open");
+    bm.storage().vfs().write_synced(
+        &slots[(checkpoint.number % 2) as usize],
+        &checkpoint.encode(),
+    )?;
+    *last = checkpoint;
+    for (w, start) in starts.into_iter().enumerate() {
+        wal.set_reclaim_floor(w, start);
+    }
+    Ok(())
+}

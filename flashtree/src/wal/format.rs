@@ -1,0 +1,455 @@
+//! Byte layouts of the write-ahead log and of the checkpoint slots (the one
+//! owner of these formats; `docs/FORMAT.md` describes them for readers).
+//!
+//! # Log blocks
+//! A log file is a ring of 4 KiB blocks. Block number `b` (counted from 0
+//! in each log epoch) lives at file offset `(b % blocks_in_file) × 4096`.
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0..4 | CRC-32C of bytes 4..4096 |
+//! | 4..8 | magic `FTLG` |
+//! | 8..16 | log epoch (changes at every open: stale blocks never match) |
+//! | 16..24 | block number |
+//! | 24..32 | synced-through: every block below this number was durable when this one was written |
+//! | 32..34 | payload bytes used (≤ 4056) |
+//! | 34..36 | worker (the log's index) |
+//! | 36..40 | reserved, 0 |
+//! | 40..4096 | payload |
+//!
+//! The payloads of consecutive blocks form one byte stream of records; a
+//! record may span blocks. A block is written once: a flush seals the last
+//! block it writes, and later records start in the next block.
+//!
+//! # Records
+//! `length u32 | crc32c u32 | body[length]`; the CRC covers the body. The
+//! body of a *group* (the only record kind, 1) is:
+//!
+//! | bytes | field |
+//! |---|---|
+//! | 0 | kind = 1 |
+//! | 1..4 | reserved, 0 |
+//! | 4..8 | page image count `n` |
+//! | 8..16 | sequence number (dense over all logs of the store) |
+//! | 16..20 | freed page count `f` |
+//! | 20..24 | catalog entry length `c` (0: none) |
+//! | 24.. | catalog entry (`root u64`, then the tree name, `c - 8` bytes) |
+//! | then | `f` freed page ids, u64 each |
+//! | then | `n` × (page id u64, 4096-byte page image) |
+//!
+//! A group is atomic: recovery applies all of it or none of it.
+
+use crate::buffer::page::crc32c;
+use crate::buffer::PageId;
+use crate::error::{Error, Result};
+use crate::io::PAGE_SIZE;
+
+/// Bytes of a log block.
+pub const BLOCK_BYTES: usize = 4096;
+/// Bytes of a log block header.
+pub const BLOCK_HEADER_BYTES: usize = 40;
+/// Payload bytes per log block.
+pub const BLOCK_PAYLOAD_BYTES: usize = BLOCK_BYTES - BLOCK_HEADER_BYTES;
+/// Magic of log blocks.
+pub const BLOCK_MAGIC: &[u8; 4] = b"FTLG";
+/// Bytes of a record header (length, CRC).
+pub const RECORD_HEADER_BYTES: usize = 8;
+/// Bytes of a group body before its variable parts.
+pub const GROUP_FIXED_BYTES: usize = 24;
+/// Record kind of a group.
+pub const KIND_GROUP: u8 = 1;
+/// Bytes one page image adds to a group.
+pub const GROUP_PAGE_BYTES: usize = 8 + PAGE_SIZE;
+/// Largest record body accepted when reading (a bound against garbage).
+pub const MAX_RECORD_BYTES: usize = 64 << 20;
+
+const _: () = assert!(BLOCK_BYTES == PAGE_SIZE);
+
+/// The header of one log block.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct BlockHeader {
+    /// The log epoch.
+    pub epoch: u64,
+    /// The block number.
+    pub block_no: u64,
+    /// Blocks below this were durable when this one was written.
+    pub synced_through: u64,
+    /// Payload bytes used.
+    pub used: u16,
+    /// The log's worker index.
+    pub worker: u16,
+}
+
+/// Writes `header` into `block` and seals it with its checksum.
+pub fn seal_block(block: &mut [u8], header: &BlockHeader) {
+    debug_assert_eq!(block.len(), BLOCK_BYTES);
+    debug_assert!(header.used as usize <= BLOCK_PAYLOAD_BYTES);
+    block[4..8].copy_from_slice(BLOCK_MAGIC);
+    block[8..16].copy_from_slice(&header.epoch.to_le_bytes());
+    block[16..24].copy_from_slice(&header.block_no.to_le_bytes());
+    block[24..32].copy_from_slice(&header.synced_through.to_le_bytes());
+    block[32..34].copy_from_slice(&header.used.to_le_bytes());
+    block[34..36].copy_from_slice(&header.worker.to_le_bytes());
+    block[36..40].fill(0);
+    let crc = crc32c(&block[4..]);
+    block[0..4].copy_from_slice(&crc.to_le_bytes());
+}
+
+/// Parses a block's header if the block is intact (checksum and magic).
+pub fn open_block(block: &[u8]) -> Option<BlockHeader> {
+    debug_assert_eq!(block.len(), BLOCK_BYTES);
+    let stored = u32::from_le_bytes(block[0..4].try_into().ok()?);
+    if &block[4..8] != BLOCK_MAGIC || stored != crc32c(&block[4..]) {
+        return None;
+    }
+    let header = BlockHeader {
+        epoch: u64_at(block, 8),
+        block_no: u64_at(block, 16),
+        synced_through: u64_at(block, 24),
+        used: u16::from_le_bytes([block[32], block[33]]),
+        worker: u16::from_le_bytes([block[34], block[35]]),
+    };
+    (header.used as usize <= BLOCK_PAYLOAD_BYTES).then_some(header)
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// What a group changes, to be encoded into a record.
+pub struct GroupParts<'a> {
+    /// The group's sequence number.
+    pub seq: u64,
+    /// A new named tree: (root page, name).
+    pub catalog: Option<(PageId, &'a str)>,
+    /// Pages freed by the group.
+    pub freed: &'a [PageId],
+    /// Page images after the group, by page id.
+    pub pages: &'a [(PageId, &'a [u8; PAGE_SIZE])],
+}
+
+impl GroupParts<'_> {
+    /// Bytes of the record (header included).
+    pub fn record_bytes(&self) -> usize {
+        RECORD_HEADER_BYTES + self.body_bytes()
+    }
+
+    fn body_bytes(&self) -> usize {
+        GROUP_FIXED_BYTES
+            + self.catalog.map_or(0, |(_, name)| 8 + name.len())
+            + 8 * self.freed.len()
+            + GROUP_PAGE_BYTES * self.pages.len()
+    }
+
+    /// Encodes the record; `emit` receives its bytes in order, in pieces.
+    /// The CRC is computed over the body as it is emitted: no copy of the
+    /// page images is made besides the one into the log.
+    pub fn encode(&self, emit: &mut dyn FnMut(&[u8])) {
+        let body_bytes = self.body_bytes();
+        let mut fixed = [0u8; GROUP_FIXED_BYTES];
+        fixed[0] = KIND_GROUP;
+        fixed[4..8].copy_from_slice(&(self.pages.len() as u32).to_le_bytes());
+        fixed[8..16].copy_from_slice(&self.seq.to_le_bytes());
+        fixed[16..20].copy_from_slice(&(self.freed.len() as u32).to_le_bytes());
+        let catalog_bytes = self.catalog.map_or(0, |(_, name)| 8 + name.len());
+        fixed[20..24].copy_from_slice(&(catalog_bytes as u32).to_le_bytes());
+        // CRC over the body: crc-fast's digest folds the pieces.
+        let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
+        let mut pieces: Vec<&[u8]> = Vec::with_capacity(4 + 2 * self.pages.len());
+        pieces.push(&fixed);
+        let catalog_root;
+        if let Some((root, name)) = self.catalog {
+            catalog_root = root.to_le_bytes();
+            pieces.push(&catalog_root);
+            pieces.push(name.as_bytes());
+        }
+        let freed: Vec<u8> = self.freed.iter().flat_map(|p| p.to_le_bytes()).collect();
+        pieces.push(&freed);
+        let pids: Vec<[u8; 8]> = self.pages.iter().map(|(p, _)| p.to_le_bytes()).collect();
+        for (i, (_, image)) in self.pages.iter().enumerate() {
+            pieces.push(&pids[i]);
+            pieces.push(&image[..]);
+        }
+        for piece in &pieces {
+            digest.update(piece);
+        }
+        let crc = digest.finalize() as u32;
+        let mut header = [0u8; RECORD_HEADER_BYTES];
+        header[0..4].copy_from_slice(&(body_bytes as u32).to_le_bytes());
+        header[4..8].copy_from_slice(&crc.to_le_bytes());
+        emit(&header);
+        for piece in pieces {
+            emit(piece);
+        }
+    }
+}
+
+/// A decoded group, borrowing its body.
+#[derive(Debug)]
+pub struct Group<'a> {
+    /// Sequence number.
+    pub seq: u64,
+    /// New named tree, if any.
+    pub catalog: Option<(PageId, String)>,
+    /// Freed page ids.
+    pub freed: Vec<PageId>,
+    /// Offsets (within the body) and page ids of the page images.
+    pub pages: Vec<(PageId, usize)>,
+    /// The body.
+    pub body: &'a [u8],
+}
+
+impl Group<'_> {
+    /// The image of the `i`-th page.
+    pub fn image(&self, i: usize) -> &[u8; PAGE_SIZE] {
+        let at = self.pages[i].1;
+        self.body[at..at + PAGE_SIZE].try_into().expect("a page")
+    }
+}
+
+/// Checks a record body against its CRC and decodes it. An error means
+/// the bytes are not a record flashtree wrote.
+pub fn decode_group(body: &[u8], crc: u32) -> Result<Group<'_>> {
+    if crc32c(body) != crc {
+        return Err(Error::Corrupt("log record checksum mismatch".into()));
+    }
+    let bad = |what: &str| Error::Corrupt(format!("log record: {what}"));
+    if body.len() < GROUP_FIXED_BYTES || body[0] != KIND_GROUP {
+        return Err(bad("unknown kind"));
+    }
+    let page_count = u32_at(body, 4) as usize;
+    let seq = u64_at(body, 8);
+    let freed_count = u32_at(body, 16) as usize;
+    let catalog_bytes = u32_at(body, 20) as usize;
+    let expected = GROUP_FIXED_BYTES
+        .checked_add(catalog_bytes)
+        .and_then(|n| n.checked_add(freed_count.checked_mul(8)?))
+        .and_then(|n| n.checked_add(page_count.checked_mul(GROUP_PAGE_BYTES)?));
+    if expected != Some(body.len()) || (catalog_bytes != 0 && catalog_bytes < 9) {
+        return Err(bad("lengths disagree"));
+    }
+    let mut at = GROUP_FIXED_BYTES;
+    let catalog = if catalog_bytes > 0 {
+        let root = u64_at(body, at);
+        let name = std::str::from_utf8(&body[at + 8..at + catalog_bytes])
+            .map_err(|_| bad("tree name is not UTF-8"))?
+            .to_string();
+        at += catalog_bytes;
+        Some((root, name))
+    } else {
+        None
+    };
+    let freed = (0..freed_count).map(|i| u64_at(body, at + 8 * i)).collect();
+    at += 8 * freed_count;
+    let pages = (0..page_count)
+        .map(|i| {
+            let start = at + i * GROUP_PAGE_BYTES;
+            (u64_at(body, start), start + 8)
+        })
+        .collect();
+    Ok(Group {
+        seq,
+        catalog,
+        freed,
+        pages,
+        body,
+    })
+}
+
+/// Magic of checkpoint slots.
+pub const CHECKPOINT_MAGIC: &[u8; 4] = b"FTCK";
+/// Format version of checkpoint slots.
+pub const CHECKPOINT_VERSION: u32 = 1;
+/// Flag: a session without a log (`Durability::None`) had the store open.
+pub const FLAG_UNLOGGED_OPEN: u32 = 1;
+
+/// What a checkpoint records: where recovery starts and the allocation
+/// state and catalog as of then.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Checkpoint {
+    /// Increases by one per checkpoint; slot `number % 2` holds it.
+    pub number: u64,
+    /// The store's id (from the metadata page).
+    pub store_id: u64,
+    /// The log epoch that the start blocks refer to.
+    pub log_epoch: u64,
+    /// Groups with this sequence number and above must be dense in the
+    /// replayed logs (a missing one ends the replay).
+    pub seq_start: u64,
+    /// Page ids below this have been allocated.
+    pub next_pid: PageId,
+    /// Per log: the block recovery starts reading at.
+    pub log_starts: Vec<u64>,
+    /// Named trees.
+    pub trees: Vec<(String, PageId)>,
+    /// Free page ids.
+    pub free: Vec<PageId>,
+    /// [`FLAG_UNLOGGED_OPEN`].
+    pub flags: u32,
+}
+
+const CHECKPOINT_FIXED_BYTES: usize = 72;
+
+impl Checkpoint {
+    /// Encodes the slot, padded to a multiple of 4096 bytes.
+    pub fn encode(&self) -> Vec<u8> {
+        let mut out = vec![0u8; CHECKPOINT_FIXED_BYTES];
+        out[4..8].copy_from_slice(CHECKPOINT_MAGIC);
+        out[8..12].copy_from_slice(&CHECKPOINT_VERSION.to_le_bytes());
+        out[16..24].copy_from_slice(&self.number.to_le_bytes());
+        out[24..32].copy_from_slice(&self.store_id.to_le_bytes());
+        out[32..40].copy_from_slice(&self.log_epoch.to_le_bytes());
+        out[40..48].copy_from_slice(&self.seq_start.to_le_bytes());
+        out[48..56].copy_from_slice(&self.next_pid.to_le_bytes());
+        out[56..60].copy_from_slice(&(self.log_starts.len() as u32).to_le_bytes());
+        out[60..64].copy_from_slice(&(self.trees.len() as u32).to_le_bytes());
+        out[64..68].copy_from_slice(&(self.free.len() as u32).to_le_bytes());
+        out[68..72].copy_from_slice(&self.flags.to_le_bytes());
+        for start in &self.log_starts {
+            out.extend_from_slice(&start.to_le_bytes());
+        }
+        for (name, root) in &self.trees {
+            assert!(name.len() <= u8::MAX as usize);
+            out.push(name.len() as u8);
+            out.extend_from_slice(name.as_bytes());
+            out.extend_from_slice(&root.to_le_bytes());
+        }
+        for pid in &self.free {
+            out.extend_from_slice(&pid.to_le_bytes());
+        }
+        let len = out.len() as u32;
+        out[12..16].copy_from_slice(&len.to_le_bytes());
+        let crc = crc32c(&out[4..]);
+        out[0..4].copy_from_slice(&crc.to_le_bytes());
+        out.resize(out.len().div_ceil(PAGE_SIZE) * PAGE_SIZE, 0);
+        out
+    }
+
+    /// Decodes a slot; None when it is empty, torn or not a slot.
+    pub fn decode(bytes: &[u8]) -> Option<Checkpoint> {
+        if bytes.len() < CHECKPOINT_FIXED_BYTES || &bytes[4..8] != CHECKPOINT_MAGIC {
+            return None;
+        }
+        let len = u32_at(bytes, 12) as usize;
+        if len < CHECKPOINT_FIXED_BYTES || len > bytes.len() {
+            return None;
+        }
+        if u32_at(bytes, 0) != crc32c(&bytes[4..len]) || u32_at(bytes, 8) != CHECKPOINT_VERSION {
+            return None;
+        }
+        let mut checkpoint = Checkpoint {
+            number: u64_at(bytes, 16),
+            store_id: u64_at(bytes, 24),
+            log_epoch: u64_at(bytes, 32),
+            seq_start: u64_at(bytes, 40),
+            next_pid: u64_at(bytes, 48),
+            flags: u32_at(bytes, 68),
+            ..Checkpoint::default()
+        };
+        let (logs, trees, free) = (
+            u32_at(bytes, 56) as usize,
+            u32_at(bytes, 60) as usize,
+            u32_at(bytes, 64) as usize,
+        );
+        let mut at = CHECKPOINT_FIXED_BYTES;
+        let take = |at: &mut usize, n: usize| -> Option<std::ops::Range<usize>> {
+            let end = at.checked_add(n).filter(|&end| end <= len)?;
+            let range = *at..end;
+            *at = end;
+            Some(range)
+        };
+        for _ in 0..logs {
+            let r = take(&mut at, 8)?;
+            checkpoint.log_starts.push(u64_at(bytes, r.start));
+        }
+        for _ in 0..trees {
+            let name_len = bytes[take(&mut at, 1)?.start] as usize;
+            let name = std::str::from_utf8(&bytes[take(&mut at, name_len)?]).ok()?;
+            let r = take(&mut at, 8)?;
+            checkpoint
+                .trees
+                .push((name.to_string(), u64_at(bytes, r.start)));
+        }
+        for _ in 0..free {
+            let r = take(&mut at, 8)?;
+            checkpoint.free.push(u64_at(bytes, r.start));
+        }
+        (at == len).then_some(checkpoint)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn blocks_round_trip_and_reject_damage() {
+        let mut block = vec![7u8; BLOCK_BYTES];
+        let header = BlockHeader {
+            epoch: 9,
+            block_no: 12,
+            synced_through: 10,
+            used: 100,
+            worker: 1,
+        };
+        seal_block(&mut block, &header);
+        assert_eq!(open_block(&block), Some(header));
+        for at in [0, 5, 20, 2000, 4095] {
+            let mut damaged = block.clone();
+            damaged[at] ^= 0x10;
+            assert_eq!(open_block(&damaged), None, "flip at {at}");
+        }
+    }
+
+    #[test]
+    fn groups_round_trip_and_reject_damage() {
+        let image = Box::new([3u8; PAGE_SIZE]);
+        let pages = [(5u64, &*image), (9u64, &*image)];
+        let parts = GroupParts {
+            seq: 77,
+            catalog: Some((5, "users")),
+            freed: &[11, 12],
+            pages: &pages,
+        };
+        let mut bytes = Vec::new();
+        parts.encode(&mut |piece| bytes.extend_from_slice(piece));
+        assert_eq!(bytes.len(), parts.record_bytes());
+        let len = u32_at(&bytes, 0) as usize;
+        let crc = u32_at(&bytes, 4);
+        let group = decode_group(&bytes[8..8 + len], crc).unwrap();
+        assert_eq!(group.seq, 77);
+        assert_eq!(group.catalog, Some((5, "users".to_string())));
+        assert_eq!(group.freed, vec![11, 12]);
+        assert_eq!(group.pages.len(), 2);
+        assert_eq!(group.image(1)[100], 3);
+        let mut damaged = bytes.clone();
+        damaged[200] ^= 1;
+        assert!(decode_group(&damaged[8..8 + len], crc).is_err());
+    }
+
+    #[test]
+    fn checkpoints_round_trip_and_reject_damage() {
+        let checkpoint = Checkpoint {
+            number: 3,
+            store_id: 42,
+            log_epoch: 8,
+            seq_start: 1000,
+            next_pid: 77,
+            log_starts: vec![4, 9],
+            trees: vec![("a".into(), 1), ("orders".into(), 30)],
+            free: (40..60).collect(),
+            flags: 0,
+        };
+        let bytes = checkpoint.encode();
+        assert_eq!(bytes.len() % PAGE_SIZE, 0);
+        assert_eq!(Checkpoint::decode(&bytes), Some(checkpoint.clone()));
+        let mut damaged = bytes.clone();
+        damaged[70] ^= 1;
+        assert_eq!(Checkpoint::decode(&damaged), None);
+        assert_eq!(Checkpoint::decode(&vec![0u8; PAGE_SIZE]), None);
+    }
+}

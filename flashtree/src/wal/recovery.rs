@@ -1,0 +1,282 @@
+//! Reading the logs back after a crash: which groups survive, and what they
+//! say about pages, the catalog and the free list.
+//!
+//! # Contract
+//! * [`scan_log`] reads one log from the checkpoint's start block, block by
+//!   block (checksum, epoch and block number must match), and stops at the
+//!   first block that does not. That block ends the log when it belongs to
+//!   the unsynced tail; when a later block of the same epoch says it was
+//!   written after that block was durable (its synced-through number is
+//!   past it), the log is damaged where it had been durable:
+//!   [`Error::Corrupt`] names the file and offset.
+//! * [`replay`] takes the groups of all logs and keeps those numbered below
+//!   the *cut*: the first number at or above the checkpoint's `seq_start`
+//!   that no log holds (a group that never became durable). Every group a
+//!   `Sync` commit acknowledged is below the cut (it was durable with every
+//!   lower number). The result is the state after a prefix of the groups.
+//! * Replay is idempotent: a crash during recovery recovers again from the
+//!   same checkpoint and logs, and writes the same pages.
+
+use super::format::{
+    decode_group, open_block, Checkpoint, BLOCK_BYTES, BLOCK_HEADER_BYTES, MAX_RECORD_BYTES,
+    RECORD_HEADER_BYTES,
+};
+use crate::buffer::PageId;
+use crate::error::{Error, Result};
+use crate::io::{AlignedBuf, BackendKind, IoChannel, IoConfig, IoRequest, Storage, PAGE_SIZE};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
+
+/// Blocks read per request while scanning.
+const SCAN_READ_BLOCKS: u64 = 256;
+
+/// Where one log lives and where its replay starts.
+#[derive(Clone, Debug)]
+pub struct LogFile {
+    /// Storage device index of the log file.
+    pub device: usize,
+    /// Blocks in the file.
+    pub file_blocks: u64,
+    /// The block to start at.
+    pub start_block: u64,
+}
+
+/// One group found in a log, with its body.
+pub struct FoundGroup {
+    /// Which log.
+    pub log: usize,
+    /// The record body (checked against its CRC).
+    pub body: Vec<u8>,
+    /// Its sequence number.
+    pub seq: u64,
+}
+
+/// What the scans and the replay found.
+#[derive(Debug, Default)]
+pub struct Replay {
+    /// Groups below this number are applied.
+    pub cut: u64,
+    /// Groups applied.
+    pub groups: u64,
+    /// Groups found but not applied (at or above the cut).
+    pub groups_dropped: u64,
+    /// Log bytes read.
+    pub log_bytes: u64,
+    /// The newest image of every page the applied groups changed.
+    pub images: HashMap<PageId, (u64, Box<[u8; PAGE_SIZE]>)>,
+    /// The catalog after the applied groups.
+    pub trees: Vec<(String, PageId)>,
+    /// The free list after the applied groups.
+    pub free: Vec<PageId>,
+    /// Page ids below this are allocated.
+    pub next_pid: PageId,
+}
+
+/// Reads log `log` (of `epoch`) from its start block and returns its
+/// groups in log order; `progress` gets bytes read so far.
+pub fn scan_log(
+    storage: &Arc<Storage>,
+    log_index: usize,
+    log: &LogFile,
+    epoch: u64,
+    progress: &mut dyn FnMut(u64),
+) -> Result<(Vec<FoundGroup>, u64)> {
+    let mut channel = IoChannel::new(
+        storage.clone(),
+        &IoConfig {
+            backend: BackendKind::Sync,
+            depth: 2,
+            ..IoConfig::default()
+        },
+    )?;
+    let mut buf = AlignedBuf::new(SCAN_READ_BLOCKS as usize * BLOCK_BYTES);
+    let mut stream: Vec<u8> = Vec::new();
+    let mut groups = Vec::new();
+    let mut block = log.start_block;
+    let mut bytes_read = 0u64;
+    // (first block number in buf, blocks in buf)
+    let mut window: (u64, u64) = (0, 0);
+    let path = storage.device_path(log.device).display().to_string();
+    let read_window = |channel: &mut IoChannel,
+                       buf: &mut AlignedBuf,
+                       first: u64|
+     -> Result<u64> {
+        let position = first % log.file_blocks;
+        let n = SCAN_READ_BLOCKS.min(log.file_blocks - position);
+        let req = IoRequest::read_file(
+            log.device,
+            position * BLOCK_BYTES as u64,
+            buf.as_mut_ptr(),
+            (n as usize * BLOCK_BYTES) as u32,
+            0,
+        );
+        // SAFETY: buf outlives the request, completed below.
+        unsafe { channel.push(req) }?;
+        let mut done = Vec::new();
+        channel.wait(1, &mut done)?;
+        done.pop().expect("one completion").result?;
+        Ok(n)
+    };
+    let end_block = loop {
+        if block < window.0 || block >= window.0 + window.1 {
+            let n = read_window(&mut channel, &mut buf, block)?;
+            window = (block, n);
+            bytes_read += n * BLOCK_BYTES as u64;
+            progress(bytes_read);
+        }
+        let at = ((block - window.0) as usize) * BLOCK_BYTES;
+        let bytes = &buf[at..at + BLOCK_BYTES];
+        match open_block(bytes) {
+            Some(h) if h.epoch == epoch && h.block_no == block => {
+                stream.extend_from_slice(
+                    &bytes[BLOCK_HEADER_BYTES..BLOCK_HEADER_BYTES + h.used as usize],
+                );
+                take_records(&mut stream, log_index, &mut groups, &path, block)?;
+                block += 1;
+            }
+            _ => break block,
+        }
+        if block - log.start_block >= log.file_blocks {
+            break block; // read the whole ring
+        }
+    };
+    check_tail(storage, log, epoch, end_block, &mut channel, &mut buf, &path)?;
+    Ok((groups, bytes_read))
+}
+
+/// Moves the complete records at the front of `stream` into `groups`.
+fn take_records(
+    stream: &mut Vec<u8>,
+    log: usize,
+    groups: &mut Vec<FoundGroup>,
+    path: &str,
+    block: u64,
+) -> Result<()> {
+    let mut at = 0;
+    while stream.len() - at >= RECORD_HEADER_BYTES {
+        let len = u32::from_le_bytes(stream[at..at + 4].try_into().expect("4")) as usize;
+        let crc = u32::from_le_bytes(stream[at + 4..at + 8].try_into().expect("4"));
+        if len > MAX_RECORD_BYTES {
+            return Err(Error::Corrupt(format!(
+                "log {path}: a record of {len} bytes in block {block}"
+            )));
+        }
+        if stream.len() - at - RECORD_HEADER_BYTES < len {
+            break;
+        }
+        let body = &stream[at + RECORD_HEADER_BYTES..at + RECORD_HEADER_BYTES + len];
+        let group = decode_group(body, crc).map_err(|e| {
+            Error::Corrupt(format!("log {path}, record ending in block {block}: {e}"))
+        })?;
+        groups.push(FoundGroup {
+            log,
+            seq: group.seq,
+            body: body.to_vec(),
+        });
+        at += RECORD_HEADER_BYTES + len;
+    }
+    stream.drain(..at);
+    Ok(())
+}
+
+/// The log ended at `end_block`: make sure that block was not durable,
+/// i.e. no later block of the epoch says it was written after it was.
+fn check_tail(
+    storage: &Arc<Storage>,
+    log: &LogFile,
+    epoch: u64,
+    end_block: u64,
+    channel: &mut IoChannel,
+    buf: &mut AlignedBuf,
+    path: &str,
+) -> Result<()> {
+    let limit = log.file_blocks.min(4096);
+    let mut block = end_block + 1;
+    while block < end_block + limit {
+        let position = block % log.file_blocks;
+        let n = SCAN_READ_BLOCKS.min(log.file_blocks - position);
+        let req = IoRequest::read_file(
+            log.device,
+            position * BLOCK_BYTES as u64,
+            buf.as_mut_ptr(),
+            (n as usize * BLOCK_BYTES) as u32,
+            0,
+        );
+        // SAFETY: buf outlives the request, completed below.
+        unsafe { channel.push(req) }?;
+        let mut done = Vec::new();
+        channel.wait(1, &mut done)?;
+        done.pop().expect("one completion").result?;
+        for i in 0..n {
+            let at = i as usize * BLOCK_BYTES;
+            let Some(h) = open_block(&buf[at..at + BLOCK_BYTES]) else {
+                continue;
+            };
+            if h.epoch == epoch && h.block_no == block + i && h.synced_through > end_block {
+                return Err(Error::Corrupt(format!(
+                    "log {path} is damaged at offset {} (block {end_block}), which had been durable: block {} was written after it",
+                    (end_block % log.file_blocks) * BLOCK_BYTES as u64,
+                    h.block_no
+                )));
+            }
+        }
+        block += n;
+    }
+    let _ = storage;
+    Ok(())
+}
+
+/// Applies the groups found in all logs on top of `checkpoint`: the cut,
+/// the newest page images below it, the catalog and the free list.
+pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -> Result<Replay> {
+    let seqs: HashSet<u64> = found.iter().map(|g| g.seq).collect();
+    if seqs.len() != found.len() {
+        return Err(Error::Corrupt(
+            "two log groups have the same sequence number".into(),
+        ));
+    }
+    let mut cut = checkpoint.seq_start.max(1);
+    while seqs.contains(&cut) {
+        cut += 1;
+    }
+    let mut ordered: BTreeMap<u64, FoundGroup> = BTreeMap::new();
+    for g in found {
+        ordered.insert(g.seq, g);
+    }
+    let mut replay = Replay {
+        cut,
+        log_bytes,
+        trees: checkpoint.trees.clone(),
+        next_pid: checkpoint.next_pid,
+        ..Replay::default()
+    };
+    let mut free: HashSet<PageId> = checkpoint.free.iter().copied().collect();
+    for (seq, found) in ordered {
+        if seq >= cut {
+            replay.groups_dropped += 1;
+            continue;
+        }
+        replay.groups += 1;
+        let group = decode_group(&found.body, crate::buffer::page::crc32c(&found.body))?;
+        if let Some((root, name)) = group.catalog.clone() {
+            if !replay.trees.iter().any(|(n, _)| *n == name) {
+                replay.trees.push((name, root));
+            }
+            replay.next_pid = replay.next_pid.max(root + 1);
+        }
+        for &pid in &group.freed {
+            free.insert(pid);
+            replay.next_pid = replay.next_pid.max(pid + 1);
+        }
+        for (i, &(pid, _)) in group.pages.iter().enumerate() {
+            free.remove(&pid);
+            replay.next_pid = replay.next_pid.max(pid + 1);
+            let image: Box<[u8; PAGE_SIZE]> = Box::new(*group.image(i));
+            replay.images.insert(pid, (seq, image));
+        }
+    }
+    let mut free: Vec<PageId> = free.into_iter().collect();
+    free.sort_unstable();
+    replay.free = free;
+    Ok(replay)
+}

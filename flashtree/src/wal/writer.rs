@@ -1,0 +1,388 @@
+//! One worker's log: an in-memory ring of 4 KiB blocks that groups are
+//! appended to, written to the worker's log file through the worker's own
+//! I/O channel and made durable with `fdatasync`.
+//!
+//! # Contract
+//! * Owned by one worker (inside its `WorkerBuffer`); never shared.
+//! * [`LogWriter::room_for`] must say yes before a step that may append a
+//!   group of that size begins: the group's sequence number is taken only
+//!   when the group is appended, and every number taken is appended (the
+//!   numbers stay dense, which recovery relies on).
+//! * A flush seals the blocks appended since the last one (the last one
+//!   possibly partial: later records start in a fresh block, so a block is
+//!   written once and a torn rewrite can never hurt durable records),
+//!   writes them, and only after every write completed pushes the
+//!   `fdatasync`: a sync never overtakes the writes it covers. One flush is
+//!   in flight at a time; groups appended meanwhile wait for the next one
+//!   (group commit).
+//! * Blocks the last completed checkpoint still needs are never
+//!   overwritten: `room_for` refuses instead, and the caller waits for a
+//!   checkpoint.
+//! * An error of a log write or sync is final: the store fails
+//!   ([`WalShared::fail`]) and this log writes nothing more.
+
+use super::format::{seal_block, BlockHeader, GroupParts, BLOCK_BYTES, BLOCK_PAYLOAD_BYTES};
+use super::{Durability, WalShared};
+use crate::io::{AlignedBuf, IoChannel, IoCompletion, IoRequest};
+use std::collections::VecDeque;
+use std::time::Instant;
+
+/// Bit of a request's user_data marking a log request.
+pub const LOG_TAG: u64 = 1 << 61;
+const LOG_SYNC: u64 = 1;
+/// Most blocks one write request carries.
+const BLOCKS_PER_WRITE: u64 = 256;
+
+/// Where a flush is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Flush {
+    Idle,
+    /// Writes of blocks below `upto` are in flight.
+    Writing { remaining: u32, upto: u64 },
+    /// The writes completed; the sync still has to be pushed.
+    SyncDue { upto: u64 },
+    /// The sync is in flight.
+    Syncing { upto: u64 },
+    /// A write or sync failed: nothing more is written.
+    Failed,
+}
+
+/// Counters of one log.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct LogStats {
+    /// Groups appended.
+    pub groups: u64,
+    /// Bytes of records appended.
+    pub record_bytes: u64,
+    /// Blocks written.
+    pub blocks_written: u64,
+    /// Syncs completed.
+    pub syncs: u64,
+}
+
+/// One worker's log.
+pub struct LogWriter {
+    worker: usize,
+    /// Storage device index of the log file.
+    device: usize,
+    file_blocks: u64,
+    epoch: u64,
+    ring: AlignedBuf,
+    ring_blocks: u64,
+    /// Blocks below this are durable.
+    durable_block: u64,
+    /// Blocks below this were sealed and handed to a flush.
+    sealed_to: u64,
+    /// The block being appended to, and its payload bytes used.
+    tail_block: u64,
+    tail_used: usize,
+    /// Groups not yet durable: (sequence number, first block after their
+    /// last byte's block), in append order.
+    undurable: VecDeque<(u64, u64)>,
+    flush: Flush,
+    /// When the oldest unflushed group was appended.
+    oldest_unflushed: Option<Instant>,
+    /// The number taken by `assign_seq` for the group being appended.
+    assigned: Option<u64>,
+    /// Counters.
+    pub stats: LogStats,
+}
+
+impl LogWriter {
+    /// A log writing to storage device `device` (a file of `file_blocks`
+    /// blocks) in epoch `epoch`, starting at block `first_block`, with an
+    /// in-memory ring of `ring_bytes`.
+    pub fn new(
+        worker: usize,
+        device: usize,
+        file_blocks: u64,
+        epoch: u64,
+        first_block: u64,
+        ring_bytes: usize,
+    ) -> LogWriter {
+        let ring_blocks = (ring_bytes / BLOCK_BYTES).max(16) as u64;
+        assert!(file_blocks >= 16, "a log file holds at least 16 blocks");
+        LogWriter {
+            worker,
+            device,
+            file_blocks,
+            epoch,
+            ring: AlignedBuf::new(ring_blocks as usize * BLOCK_BYTES),
+            ring_blocks,
+            durable_block: first_block,
+            sealed_to: first_block,
+            tail_block: first_block,
+            tail_used: 0,
+            undurable: VecDeque::new(),
+            flush: Flush::Idle,
+            oldest_unflushed: None,
+            assigned: None,
+            stats: LogStats::default(),
+        }
+    }
+
+    /// The largest group (record bytes) that can ever be appended.
+    pub fn max_record_bytes(&self) -> usize {
+        let blocks = self.ring_blocks.min(self.file_blocks) / 2;
+        (blocks as usize - 2) * BLOCK_PAYLOAD_BYTES
+    }
+
+    /// The block the next group starts in or after (recovery of a
+    /// checkpoint taken now starts here, once [`LogWriter::seal_tail`] ran).
+    pub fn next_block(&self) -> u64 {
+        if self.tail_used == 0 {
+            self.tail_block
+        } else {
+            self.tail_block + 1
+        }
+    }
+
+    /// Ends the partial tail block: the next group starts in a new block.
+    pub fn seal_tail(&mut self) {
+        if self.tail_used > 0 {
+            self.end_tail_block();
+        }
+    }
+
+    /// Records the tail block's used bytes in its header (sealed with the
+    /// checksum at flush) and moves to the next block.
+    fn end_tail_block(&mut self) {
+        let at = self.ring_offset(self.tail_block);
+        self.ring[at + 32..at + 34].copy_from_slice(&(self.tail_used as u16).to_le_bytes());
+        self.tail_block += 1;
+        self.tail_used = 0;
+    }
+
+    /// True when a group of `record_bytes` can be appended now without
+    /// overwriting blocks still needed (in memory or in the file).
+    pub fn room_for(&self, record_bytes: usize, reclaim_floor: u64) -> bool {
+        let end = self.tail_block
+            + (self.tail_used + record_bytes).div_ceil(BLOCK_PAYLOAD_BYTES) as u64
+            + 1;
+        end - self.durable_block <= self.ring_blocks
+            && end - reclaim_floor.min(self.durable_block) <= self.file_blocks
+    }
+
+    /// Blocks of the file in use since `reclaim_floor`.
+    pub fn blocks_in_use(&self, reclaim_floor: u64) -> u64 {
+        self.next_block() - reclaim_floor.min(self.next_block())
+    }
+
+    /// The file's size in blocks.
+    pub fn file_blocks(&self) -> u64 {
+        self.file_blocks
+    }
+
+    /// True when groups are waiting to become durable.
+    pub fn has_undurable(&self) -> bool {
+        !self.undurable.is_empty()
+    }
+
+    /// True when nothing is appended that is not durable and no flush runs.
+    pub fn is_quiet(&self) -> bool {
+        self.undurable.is_empty() && matches!(self.flush, Flush::Idle | Flush::Failed)
+    }
+
+    /// Takes the sequence number of the group the caller appends next
+    /// with [`LogWriter::append`] (before anything else is appended: the
+    /// caller stamps its pages' LSNs in between).
+    pub fn assign_seq(&mut self, wal: &WalShared) -> u64 {
+        debug_assert!(self.assigned.is_none(), "two numbers assigned for one group");
+        let seq = wal.assign_seq(self.worker, self.has_undurable());
+        self.assigned = Some(seq);
+        seq
+    }
+
+    /// Appends the group `parts`, whose `seq` came from
+    /// [`LogWriter::assign_seq`]. The caller checked [`LogWriter::room_for`].
+    pub fn append(&mut self, parts: &GroupParts<'_>) {
+        let assigned = self.assigned.take();
+        assert_eq!(assigned, Some(parts.seq), "a group appended without its number");
+        let bytes = parts.record_bytes();
+        parts.encode(&mut |piece| self.append_bytes(piece));
+        self.finish_group(parts.seq, bytes);
+    }
+
+    fn finish_group(&mut self, seq: u64, bytes: usize) {
+        let last_block = if self.tail_used == 0 {
+            self.tail_block - 1
+        } else {
+            self.tail_block
+        };
+        debug_assert!(self.undurable.back().is_none_or(|&(s, _)| s < seq));
+        self.undurable.push_back((seq, last_block + 1));
+        self.oldest_unflushed.get_or_insert_with(Instant::now);
+        self.stats.groups += 1;
+        self.stats.record_bytes += bytes as u64;
+    }
+
+    fn append_bytes(&mut self, mut bytes: &[u8]) {
+        while !bytes.is_empty() {
+            debug_assert!(self.tail_block - self.durable_block < self.ring_blocks);
+            let room = BLOCK_PAYLOAD_BYTES - self.tail_used;
+            let n = room.min(bytes.len());
+            let at = self.ring_offset(self.tail_block) + BLOCK_BYTES - BLOCK_PAYLOAD_BYTES;
+            self.ring[at + self.tail_used..at + self.tail_used + n].copy_from_slice(&bytes[..n]);
+            self.tail_used += n;
+            bytes = &bytes[n..];
+            if self.tail_used == BLOCK_PAYLOAD_BYTES {
+                self.end_tail_block();
+            }
+        }
+    }
+
+    fn ring_offset(&self, block: u64) -> usize {
+        (block % self.ring_blocks) as usize * BLOCK_BYTES
+    }
+
+    /// Starts a flush if none runs and the policy (or `force`) asks for one.
+    pub fn maybe_flush(&mut self, channel: &mut IoChannel, wal: &WalShared, force: bool) {
+        match self.flush {
+            Flush::SyncDue { upto } => self.push_sync(channel, wal, upto),
+            Flush::Idle => {}
+            _ => return,
+        }
+        if self.flush != Flush::Idle || self.oldest_unflushed.is_none() {
+            return;
+        }
+        let due = force
+            || match wal.durability() {
+                Durability::Sync => true,
+                Durability::Buffered { max_delay_ms } => {
+                    self.oldest_unflushed.is_some_and(|t| {
+                        t.elapsed().as_millis() as u64 >= u64::from(max_delay_ms)
+                    }) || (self.tail_block - self.durable_block) * 2 >= self.ring_blocks
+                }
+                Durability::None => false,
+            };
+        if due {
+            self.start_flush(channel, wal);
+        }
+    }
+
+    fn start_flush(&mut self, channel: &mut IoChannel, wal: &WalShared) {
+        self.seal_tail();
+        let (from, upto) = (self.sealed_to, self.tail_block);
+        if from == upto {
+            return;
+        }
+        // Runs contiguous both in the ring and in the file.
+        let mut runs = Vec::new();
+        let mut block = from;
+        while block < upto {
+            let ring_left = self.ring_blocks - block % self.ring_blocks;
+            let file_left = self.file_blocks - block % self.file_blocks;
+            let n = (upto - block)
+                .min(ring_left)
+                .min(file_left)
+                .min(BLOCKS_PER_WRITE);
+            runs.push((block, n));
+            block += n;
+        }
+        if channel.free() < runs.len() + 1 {
+            return; // next loop
+        }
+        for b in from..upto {
+            let header = BlockHeader {
+                epoch: self.epoch,
+                block_no: b,
+                synced_through: self.durable_block,
+                used: {
+                    let at = self.ring_offset(b);
+                    u16::from_le_bytes([self.ring[at + 32], self.ring[at + 33]])
+                },
+                worker: self.worker as u16,
+            };
+            let at = self.ring_offset(b);
+            seal_block(&mut self.ring[at..at + BLOCK_BYTES], &header);
+        }
+        for &(start, n) in &runs {
+            let at = self.ring_offset(start);
+            let offset = (start % self.file_blocks) * BLOCK_BYTES as u64;
+            let req = IoRequest::write_file(
+                self.device,
+                offset,
+                self.ring[at..].as_ptr(),
+                (n as usize * BLOCK_BYTES) as u32,
+                LOG_TAG,
+            );
+            // SAFETY: the ring blocks below `upto` are not touched again
+            // until their flush completes (appends go to later blocks, and
+            // the ring never wraps onto undurable blocks: `room_for`).
+            if let Err(e) = unsafe { channel.push(req) } {
+                wal.fail(format!("log write refused: {e}"));
+                self.flush = Flush::Failed;
+                return;
+            }
+        }
+        self.stats.blocks_written += upto - from;
+        self.sealed_to = upto;
+        self.oldest_unflushed = None;
+        self.flush = Flush::Writing {
+            remaining: runs.len() as u32,
+            upto,
+        };
+    }
+
+    fn push_sync(&mut self, channel: &mut IoChannel, wal: &WalShared, upto: u64) {
+        if channel.free() == 0 {
+            self.flush = Flush::SyncDue { upto };
+            return;
+        }
+        // SAFETY: syncs carry no buffer.
+        match unsafe { channel.push(IoRequest::sync(self.device, false, LOG_TAG | LOG_SYNC)) } {
+            Ok(()) => self.flush = Flush::Syncing { upto },
+            Err(e) => {
+                wal.fail(format!("log sync refused: {e}"));
+                self.flush = Flush::Failed;
+            }
+        }
+    }
+
+    /// Handles the completion of one of this log's requests. Returns true
+    /// when groups became durable.
+    pub fn complete(&mut self, c: IoCompletion, channel: &mut IoChannel, wal: &WalShared) -> bool {
+        debug_assert!(c.user_data & LOG_TAG != 0);
+        if let Err(e) = c.result {
+            wal.fail(format!("log {} failed: {e}", self.worker));
+            self.flush = Flush::Failed;
+            return false;
+        }
+        match self.flush {
+            Flush::Writing { remaining, upto } => {
+                debug_assert_eq!(c.user_data & LOG_SYNC, 0);
+                if remaining > 1 {
+                    self.flush = Flush::Writing {
+                        remaining: remaining - 1,
+                        upto,
+                    };
+                } else {
+                    self.push_sync(channel, wal, upto);
+                }
+                false
+            }
+            Flush::Syncing { upto } => {
+                debug_assert_ne!(c.user_data & LOG_SYNC, 0);
+                self.stats.syncs += 1;
+                self.durable_block = upto;
+                while self
+                    .undurable
+                    .front()
+                    .is_some_and(|&(_, end)| end <= self.durable_block)
+                {
+                    self.undurable.pop_front();
+                }
+                wal.set_low(
+                    self.worker,
+                    self.undurable.front().map_or(u64::MAX, |&(seq, _)| seq),
+                );
+                self.flush = Flush::Idle;
+                true
+            }
+            Flush::Idle | Flush::SyncDue { .. } | Flush::Failed => {
+                debug_assert!(false, "log completion in state {:?}", self.flush);
+                false
+            }
+        }
+    }
+}

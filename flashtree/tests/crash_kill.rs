@@ -1,0 +1,205 @@
+//! Real crashes: a child process commits random batches with
+//! `Durability::Sync` and reports each acknowledged one; the parent kills
+//! it with SIGKILL at a random moment, reopens the store and checks that
+//! the store holds exactly the batches before some point that is not before
+//! the last acknowledged one (all of a batch or none of it), then lets the
+//! next child go on from there.
+//!
+//! `cargo test` runs 20 kills. A long series:
+//! `FLASHTREE_KILLS=1000 cargo test --release -p flashtree --test crash_kill -- --nocapture`
+//! (`FLASHTREE_KILL_SEED` picks the seed; a failure prints the command that
+//! replays its series).
+
+use flashtree::db::{Db, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+const CHILD_ENV: &str = "FLASHTREE_KILL_CHILD";
+const TREES: usize = 3;
+const KEYS: u32 = 3000;
+
+fn options() -> Options {
+    Options {
+        pool_bytes: 64 * 4096,
+        workers: 2,
+        wal_bytes_per_worker: 2 << 20,
+        checkpoint_log_bytes: 256 << 10,
+        ..Options::default()
+    }
+}
+
+/// The model: per tree, key → value.
+type Model = Vec<BTreeMap<Vec<u8>, Vec<u8>>>;
+
+/// One entry of batch `n` of series `seed`: (tree, key, value or delete).
+fn batch_entries(seed: u64, n: u64) -> Vec<(usize, Vec<u8>, Option<Vec<u8>>)> {
+    let mut rng = StdRng::seed_from_u64(seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+    let count = rng.random_range(1..=8);
+    (0..count)
+        .map(|_| {
+            let tree = rng.random_range(0..TREES);
+            let key = rng.random_range(0..KEYS).to_be_bytes().to_vec();
+            let value = rng.random_bool(0.75).then(|| {
+                let len = rng.random_range(0..200);
+                let mut v = n.to_le_bytes().to_vec();
+                v.extend((0..len).map(|i| (i as u8) ^ (n as u8)));
+                v
+            });
+            (tree, key, value)
+        })
+        .collect()
+}
+
+fn apply(model: &mut Model, seed: u64, n: u64) {
+    for (tree, key, value) in batch_entries(seed, n) {
+        match value {
+            Some(v) => {
+                model[tree].insert(key, v);
+            }
+            None => {
+                model[tree].remove(&key);
+            }
+        }
+    }
+}
+
+fn trees(db: &Db) -> Vec<Tree> {
+    (0..TREES).map(|t| db.tree(&format!("t{t}")).unwrap()).collect()
+}
+
+fn contents(db: &Db) -> Model {
+    trees(db)
+        .into_iter()
+        .map(|t| {
+            db.range(t, None, ScanDirection::Forward)
+                .map(|e| e.unwrap())
+                .collect()
+        })
+        .collect()
+}
+
+/// The child: commits batches `from..` until it is killed.
+fn child(dir: &Path, seed: u64, from: u64) {
+    let db = Db::open(dir, options()).unwrap();
+    let trees = trees(&db);
+    for n in from.. {
+        let mut batch = WriteBatch::new();
+        for (tree, key, value) in batch_entries(seed, n) {
+            match value {
+                Some(v) => batch.put(trees[tree], &key, &v).unwrap(),
+                None => batch.delete(trees[tree], &key).unwrap(),
+            }
+        }
+        db.write(&batch, WriteOptions::default()).unwrap();
+        println!("ACK {n}");
+    }
+}
+
+#[test]
+fn killed_processes_lose_no_acknowledged_batch() {
+    if let Ok(spec) = std::env::var(CHILD_ENV) {
+        let mut parts = spec.split(',');
+        let dir = parts.next().unwrap().to_string();
+        let seed: u64 = parts.next().unwrap().parse().unwrap();
+        let from: u64 = parts.next().unwrap().parse().unwrap();
+        child(Path::new(&dir), seed, from);
+        return;
+    }
+    let kills: u64 = std::env::var("FLASHTREE_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
+    let seed: u64 = std::env::var("FLASHTREE_KILL_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(rand::random);
+    let replay = format!(
+        "FLASHTREE_KILLS={kills} FLASHTREE_KILL_SEED={seed} cargo test --release -p flashtree --test crash_kill -- --nocapture"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let mut rng = StdRng::seed_from_u64(seed);
+    let mut model: Model = vec![BTreeMap::new(); TREES];
+    // Batches below `next` are in the model (and in the store).
+    let mut next = 0u64;
+    // Create the store and its trees before the first child.
+    drop(Db::open(dir.path(), options()).map(|db| trees(&db)).unwrap());
+    let mut acked_total = 0u64;
+    for kill in 0..kills {
+        let mut child = Command::new(std::env::current_exe().unwrap())
+            .args([
+                "--exact",
+                "killed_processes_lose_no_acknowledged_batch",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env(
+                CHILD_ENV,
+                format!("{},{seed},{next}", dir.path().display()),
+            )
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let wait_for = rng.random_range(0..40u64);
+        let mut last_acked: Option<u64> = None;
+        let stdout = child.stdout.take().unwrap();
+        let mut lines = BufReader::new(stdout).lines();
+        // Kill after `wait_for` acknowledgements (or when the child ends).
+        let mut seen = 0;
+        while seen < wait_for {
+            match lines.next() {
+                Some(Ok(line)) => {
+                    if let Some(n) = line.strip_prefix("ACK ") {
+                        last_acked = Some(n.trim().parse().unwrap());
+                        seen += 1;
+                    }
+                }
+                _ => break,
+            }
+        }
+        child.kill().unwrap();
+        // Acknowledgements printed before the kill still count.
+        for line in lines.map_while(|l| l.ok()) {
+            if let Some(n) = line.strip_prefix("ACK ") {
+                last_acked = Some(n.trim().parse().unwrap());
+            }
+        }
+        let status = child.wait().unwrap();
+        assert!(!status.success(), "kill {kill}: the child ended by itself: {status}; replay: {replay}");
+        let db = Db::open(dir.path(), options())
+            .unwrap_or_else(|e| panic!("kill {kill}: reopen failed: {e}; replay: {replay}"));
+        let found = contents(&db);
+        // The store holds batches below some k >= last acknowledged + 1.
+        let must_reach = last_acked.map_or(next, |n| n + 1);
+        while next < must_reach {
+            apply(&mut model, seed, next);
+            next += 1;
+        }
+        if found != model {
+            // The batch after the last acknowledged one may be there too.
+            let mut with_next = model.clone();
+            apply(&mut with_next, seed, next);
+            assert!(
+                found == with_next,
+                "kill {kill}: the store after recovery is not the state after batch {} or {} (last acknowledged: {last_acked:?}); replay: {replay}",
+                next.wrapping_sub(1),
+                next
+            );
+            model = with_next;
+            next += 1;
+        }
+        acked_total += last_acked.map_or(0, |n| n + 1).saturating_sub(acked_total);
+        for t in trees(&db) {
+            db.check_tree(t)
+                .unwrap_or_else(|e| panic!("kill {kill}: tree check: {e}; replay: {replay}"));
+        }
+        db.close().unwrap();
+    }
+    eprintln!(
+        "{kills} kills, {next} batches in the store, {acked_total} acknowledged (seed {seed})"
+    );
+}
