@@ -68,7 +68,9 @@ fn apply(model: &mut Model, seed: u64, n: u64) {
 }
 
 fn trees(db: &Db) -> Vec<Tree> {
-    (0..TREES).map(|t| db.tree(&format!("t{t}")).unwrap()).collect()
+    (0..TREES)
+        .map(|t| db.tree(&format!("t{t}")).unwrap())
+        .collect()
 }
 
 fn contents(db: &Db) -> Model {
@@ -99,6 +101,13 @@ fn child(dir: &Path, seed: u64, from: u64) {
     }
 }
 
+/// The batch number an `ACK n` line reports (libtest may print its own
+/// words in front of the child's first line).
+fn acked(line: &str) -> Option<u64> {
+    let (_, n) = line.rsplit_once("ACK ")?;
+    Some(n.trim().parse().expect("a batch number after ACK"))
+}
+
 #[test]
 fn killed_processes_lose_no_acknowledged_batch() {
     if let Ok(spec) = std::env::var(CHILD_ENV) {
@@ -126,7 +135,11 @@ fn killed_processes_lose_no_acknowledged_batch() {
     // Batches below `next` are in the model (and in the store).
     let mut next = 0u64;
     // Create the store and its trees before the first child.
-    drop(Db::open(dir.path(), options()).map(|db| trees(&db)).unwrap());
+    drop(
+        Db::open(dir.path(), options())
+            .map(|db| trees(&db))
+            .unwrap(),
+    );
     let mut acked_total = 0u64;
     for kill in 0..kills {
         let mut child = Command::new(std::env::current_exe().unwrap())
@@ -136,12 +149,9 @@ fn killed_processes_lose_no_acknowledged_batch() {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env(
-                CHILD_ENV,
-                format!("{},{seed},{next}", dir.path().display()),
-            )
+            .env(CHILD_ENV, format!("{},{seed},{next}", dir.path().display()))
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::inherit())
             .spawn()
             .unwrap();
         let wait_for = rng.random_range(0..40u64);
@@ -153,8 +163,8 @@ fn killed_processes_lose_no_acknowledged_batch() {
         while seen < wait_for {
             match lines.next() {
                 Some(Ok(line)) => {
-                    if let Some(n) = line.strip_prefix("ACK ") {
-                        last_acked = Some(n.trim().parse().unwrap());
+                    if let Some(n) = acked(&line) {
+                        last_acked = Some(n);
                         seen += 1;
                     }
                 }
@@ -164,12 +174,15 @@ fn killed_processes_lose_no_acknowledged_batch() {
         child.kill().unwrap();
         // Acknowledgements printed before the kill still count.
         for line in lines.map_while(|l| l.ok()) {
-            if let Some(n) = line.strip_prefix("ACK ") {
-                last_acked = Some(n.trim().parse().unwrap());
+            if let Some(n) = acked(&line) {
+                last_acked = Some(n);
             }
         }
         let status = child.wait().unwrap();
-        assert!(!status.success(), "kill {kill}: the child ended by itself: {status}; replay: {replay}");
+        assert!(
+            !status.success(),
+            "kill {kill}: the child ended by itself: {status}; replay: {replay}"
+        );
         let db = Db::open(dir.path(), options())
             .unwrap_or_else(|e| panic!("kill {kill}: reopen failed: {e}; replay: {replay}"));
         let found = contents(&db);

@@ -98,7 +98,7 @@ const HDR_UPPER_CHILD: usize = 40;
 /// End of the node header = start of the slot array.
 const NODE_HEADER_END: usize = 48;
 
-const SLOT_BYTES: usize = 10;
+pub(crate) const SLOT_BYTES: usize = 10;
 const SLOT_OFFSET: usize = 0;
 const SLOT_KEY_LEN: usize = 2;
 const SLOT_VALUE_LEN: usize = 4;

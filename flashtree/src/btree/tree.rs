@@ -195,18 +195,6 @@ pub fn insert(
         .map_err(|_| corrupt(leaf.pid(), "insert failed after the space check"))
 }
 
-/// The leaf that holds `key`'s range, exclusively latched, for a change
-/// that stays inside the leaf (a logged batch: see `db::batch`).
-pub fn leaf_for_write<'a>(bm: &'a BufferManager, root: PageId, key: &[u8]) -> OpResult<GuardX<'a>> {
-    let (_, leaf) = descend(bm, root, key)?;
-    let is_leaf = Node::from_page(leaf.page()).is_leaf();
-    leaf.check()?;
-    if !is_leaf {
-        return Err(corrupt(leaf.pid(), "descent ended in an inner node"));
-    }
-    leaf.upgrade()
-}
-
 /// Removes `key`; true if it was there. Underfull nodes are merged with a
 /// neighbour when that neighbour is in memory (best effort).
 pub fn remove(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<bool> {
@@ -424,22 +412,26 @@ pub fn split_root_latched<'a>(
     Ok((right, left))
 }
 
-/// Makes sure the parent of the leaf holding `key` has room for one more
-/// separator, splitting it (and its ancestors as needed) if not.
+/// Makes sure the parent of the leaf holding `key` has `need_bytes` free
+/// (see [`Node::free_space_bytes`]), splitting it (and its ancestors as
+/// needed) if not. `need_bytes` must be at most a third of a page, so that
+/// the half that keeps `key` after a split has it.
 pub fn make_room_in_parent(
     bm: &BufferManager,
     wb: &mut WorkerBuffer,
     root: PageId,
     key: &[u8],
+    need_bytes: usize,
 ) -> OpResult<()> {
+    debug_assert!(need_bytes <= PAGE_SIZE / 3);
     let (parent, leaf) = descend(bm, root, key)?;
     let Some(parent) = parent else {
         return Ok(()); // the leaf is the root: a root split needs no parent
     };
-    let has_space = Node::from_page(parent.page()).has_space_for(MAX_KEY_BYTES, 8);
+    let free_bytes = Node::from_page(parent.page()).free_space_bytes();
     parent.check()?;
     leaf.check()?;
-    if has_space {
+    if free_bytes >= need_bytes {
         return Ok(());
     }
     split(bm, wb, root, parent.pid(), key, None)

@@ -73,7 +73,6 @@ const WRITE_TAG: u64 = 1 << 63;
 /// memory (close, checkpoints).
 const FLUSH_TAG: u64 = 1 << 62;
 
-
 /// Why a tree operation must stop and restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Restart {
@@ -1350,8 +1349,7 @@ impl WorkerBuffer {
                 Some(frame) => frame,
                 None => match self.checkpoint_cursor {
                     Some(frame) => {
-                        self.checkpoint_cursor =
-                            (frame + 1 < self.end_frame).then_some(frame + 1);
+                        self.checkpoint_cursor = (frame + 1 < self.end_frame).then_some(frame + 1);
                         frame
                     }
                     None => break,

@@ -81,7 +81,10 @@ pub(crate) fn defer_unlock(pid: PageId, frame: u32, modified: bool) -> bool {
     }
     STEP.with(|s| {
         let mut s = s.borrow_mut();
-        debug_assert!(s.held.iter().all(|h| h.pid != pid), "page {pid} latched twice");
+        debug_assert!(
+            s.held.iter().all(|h| h.pid != pid),
+            "page {pid} latched twice"
+        );
         s.held.push(Held {
             pid,
             frame,
@@ -152,16 +155,26 @@ fn log_held(wb: &mut WorkerBuffer, bm: &BufferManager, step: &Step) -> u64 {
     for &(_, frame) in &frames {
         // SAFETY: the page is exclusively latched by this step until the
         // unlock in `end_step`; no reference to it is alive here.
-        super::page::set_page_lsn(unsafe { &mut *(bm.frame_ptr(frame) as *mut [u8; PAGE_SIZE]) }, seq);
+        super::page::set_page_lsn(
+            unsafe { &mut *(bm.frame_ptr(frame) as *mut [u8; PAGE_SIZE]) },
+            seq,
+        );
     }
     let images: Vec<(PageId, &[u8; PAGE_SIZE])> = frames
         .iter()
         // SAFETY: as above; the images are only read until `append` returns.
-        .map(|&(pid, frame)| (pid, unsafe { &*(bm.frame_ptr(frame) as *const [u8; PAGE_SIZE]) }))
+        .map(|&(pid, frame)| {
+            (pid, unsafe {
+                &*(bm.frame_ptr(frame) as *const [u8; PAGE_SIZE])
+            })
+        })
         .collect();
     let parts = GroupParts {
         seq,
-        catalog: step.catalog.as_ref().map(|(root, name)| (*root, name.as_str())),
+        catalog: step
+            .catalog
+            .as_ref()
+            .map(|(root, name)| (*root, name.as_str())),
         freed: &step.freed,
         pages: &images,
     };

@@ -134,9 +134,10 @@ impl WriteBatch {
 pub(crate) enum BatchStop {
     /// Load, wait or yield, as for any tree operation.
     Restart(Restart),
-    /// Entry `i`'s leaf must split but its parent is full: make room in
-    /// the parent first.
-    ParentFull(usize),
+    /// Entry `entry`'s leaf must split but its parent lacks room: make
+    /// `need_bytes` free in the parent first (the separators this step
+    /// already put there plus one of the longest).
+    ParentFull { entry: usize, need_bytes: usize },
     /// The log has no room for the group now: yield (a flush or a
     /// checkpoint makes room).
     NoLogRoom,
@@ -203,23 +204,32 @@ pub(crate) fn apply_step(
     while i < batch.len() {
         let (tree_root, key, value) = batch.entry(i);
         let index = match held.iter().position(|h| {
-            h.is_leaf && h.tree == tree_root && tree::leaf_covers(Node::from_page(h.guard.page()), key)
+            h.is_leaf
+                && h.tree == tree_root
+                && tree::leaf_covers(Node::from_page(h.guard.page()), key)
         }) {
             Some(index) => index,
-            None => match tree::leaf_for_write(&bm, tree_root, key) {
-                Ok(guard) => {
-                    held.push(HeldLeaf {
-                        tree: tree_root,
-                        guard,
-                        before: None,
-                        is_leaf: true,
-                        allocated: false,
-                    });
-                    held.len() - 1
-                }
-                Err(e) => {
+            None => match leaf_in_step(&bm, &held, tree_root, key) {
+                Ok(Parent::Held(index)) => index,
+                Ok(Parent::Optimistic(leaf)) => match leaf.upgrade() {
+                    Ok(guard) => {
+                        held.push(HeldLeaf {
+                            tree: tree_root,
+                            guard,
+                            before: None,
+                            is_leaf: true,
+                            allocated: false,
+                        });
+                        held.len() - 1
+                    }
+                    Err(e) => {
+                        roll_back(&mut held);
+                        return Err(e.into());
+                    }
+                },
+                Err(stop) => {
                     roll_back(&mut held);
-                    return Err(e.into());
+                    return Err(stop);
                 }
             },
         };
@@ -349,7 +359,10 @@ fn split_in_step<'a>(
             let has_space = Node::from_page(guard.page()).has_space_for(MAX_KEY_BYTES, 8);
             guard.check()?;
             if !has_space {
-                return Err(BatchStop::ParentFull(entry));
+                return Err(BatchStop::ParentFull {
+                    entry,
+                    need_bytes: SEPARATOR_BYTES_MAX,
+                });
             }
             held.push(HeldLeaf {
                 tree: tree_root,
@@ -361,12 +374,31 @@ fn split_in_step<'a>(
             held.len() - 1
         }
     };
-    if !Node::from_page(held[parent_index].guard.page()).has_space_for(MAX_KEY_BYTES, 8) {
-        return Err(BatchStop::ParentFull(entry));
+    let parent_node = Node::from_page(held[parent_index].guard.page());
+    if !parent_node.has_space_for(MAX_KEY_BYTES, 8) {
+        // Room the step's own separators took there, plus the next one.
+        let used_before = held[parent_index]
+            .before
+            .as_deref()
+            .map_or(parent_node.space_used_bytes(), |before| {
+                Node::from_page(before).space_used_bytes()
+            });
+        let added = parent_node.space_used_bytes().saturating_sub(used_before);
+        return Err(BatchStop::ParentFull {
+            entry,
+            need_bytes: added + SEPARATOR_BYTES_MAX,
+        });
     }
     save_before(&mut held[parent_index]);
     let (parent, leaf) = two_mut(held, parent_index, index);
-    let left = tree::split_latched(bm, wb, &mut parent.guard, &mut leaf.guard, key, previous_key)?;
+    let left = tree::split_latched(
+        bm,
+        wb,
+        &mut parent.guard,
+        &mut leaf.guard,
+        key,
+        previous_key,
+    )?;
     held.push(HeldLeaf {
         tree: tree_root,
         guard: left,
@@ -377,7 +409,48 @@ fn split_in_step<'a>(
     Ok(())
 }
 
-/// A parent found by [`find_parent`].
+/// The leaf whose range holds `key`, descending from the root and reading
+/// the pages this step holds through their latches (an optimistic latch on
+/// a page the step holds exclusively would wait for ever).
+fn leaf_in_step<'a>(
+    bm: &'a crate::buffer::BufferManager,
+    held: &[HeldLeaf<'a>],
+    root: PageId,
+    key: &[u8],
+) -> std::result::Result<Parent<'a>, BatchStop> {
+    let fix = |pid: PageId| -> std::result::Result<Parent<'a>, BatchStop> {
+        match held.iter().position(|h| h.guard.pid() == pid) {
+            Some(i) => Ok(Parent::Held(i)),
+            None => Ok(Parent::Optimistic(bm.fix_optimistic(pid)?)),
+        }
+    };
+    let mut current = fix(root)?;
+    for _depth in 0..64 {
+        let page = match &current {
+            Parent::Held(i) => held[*i].guard.page(),
+            Parent::Optimistic(g) => g.page(),
+        };
+        let n = Node::from_page(page);
+        let is_leaf = n.is_leaf();
+        let child = (!is_leaf).then(|| n.child_at(n.child_index_for(key)));
+        if let Parent::Optimistic(g) = &current {
+            g.check()?;
+        }
+        let Some(child) = child else {
+            return Ok(current);
+        };
+        let next = fix(child)?;
+        if let Parent::Optimistic(g) = &current {
+            g.check()?;
+        }
+        current = next;
+    }
+    Err(BatchStop::Fatal(Error::Corrupt(format!(
+        "tree {root}: no leaf within 64 levels"
+    ))))
+}
+
+/// A page found by [`find_parent`] or [`leaf_in_step`].
 enum Parent<'a> {
     /// Held by the step at this index.
     Held(usize),
@@ -444,7 +517,10 @@ fn two_mut<T>(items: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
 /// Logs the changed leaves as one group; returns its number.
 fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
     let seq = wb.assign_log_seq();
-    for leaf in held.iter_mut().filter(|h| h.before.is_some() || h.allocated) {
+    for leaf in held
+        .iter_mut()
+        .filter(|h| h.before.is_some() || h.allocated)
+    {
         crate::buffer::page::set_page_lsn(leaf.guard.page_mut(), seq);
     }
     let images: Vec<(PageId, &[u8; PAGE_SIZE])> = held
@@ -474,3 +550,6 @@ pub(crate) fn check_batch_size(entries: usize, frames_per_worker: u64) -> Result
 }
 
 const _: () = assert!(MAX_KEY_BYTES + 8 <= MAX_ENTRY_BYTES);
+
+/// Bytes the longest separator takes in an inner node: key, child id, slot.
+pub(crate) const SEPARATOR_BYTES_MAX: usize = MAX_KEY_BYTES + 8 + crate::btree::node::SLOT_BYTES;

@@ -58,7 +58,9 @@ pub fn decode_meta(page: &[u8; PAGE_SIZE]) -> Result<u64> {
             "store format version {version}; this build reads version {FORMAT_VERSION} (stores of version 1, without a log, cannot be opened: recreate them)"
         )));
     }
-    Ok(u64::from_le_bytes(page[40..48].try_into().expect("8 bytes")))
+    Ok(u64::from_le_bytes(
+        page[40..48].try_into().expect("8 bytes"),
+    ))
 }
 
 #[cfg(test)]

@@ -23,11 +23,11 @@ mod open;
 mod reply;
 mod worker;
 
+pub use crate::wal::Durability;
 pub use batch::{WriteBatch, MAX_BATCH_ENTRIES};
 pub use meta::{MAX_TREES, MAX_TREE_NAME_BYTES};
 pub use open::RecoveryStats;
 pub use reply::Reply;
-pub use crate::wal::Durability;
 
 use crate::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
 use crate::btree::tree::{self, Direction, ScanBatch, ScanStep};
@@ -36,9 +36,9 @@ use crate::buffer::{
 };
 use crate::error::{Error, Result};
 use crate::io::{IoConfig, Vfs, PAGE_SIZE};
+use crate::sched::Executor;
 use crate::wal::writer::LogWriter;
 use crate::wal::WalShared;
-use crate::sched::Executor;
 use batch::BatchStop;
 use reply::reply_pair;
 use std::cell::RefCell;
@@ -237,9 +237,14 @@ impl Db {
             checkpoint.seq_start,
         ));
         *wal.catalog.lock().unwrap_or_else(|e| e.into_inner()) = checkpoint.trees.clone();
-        *wal.checkpoints.last.lock().unwrap_or_else(|e| e.into_inner()) = checkpoint.clone();
-        *wal.checkpoints.slots.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some(opened.files.slots.clone());
+        *wal.checkpoints
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = checkpoint.clone();
+        *wal.checkpoints
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = Some(opened.files.slots.clone());
         let bm = Arc::new(BufferManager::new(
             opened.storage.clone(),
             &BufferConfig {
@@ -1032,9 +1037,10 @@ impl TaskCtx {
         batch::check_batch_size(batch.len(), self.inner.frames_per_worker)?;
         let bm = &self.inner.bm;
         let applied = loop {
-            let last_puts = self.last_puts.borrow();
-            let step = worker::with_local(|wb| batch::apply_step(wb, batch, &last_puts));
-            drop(last_puts);
+            let step = {
+                let last_puts = self.last_puts.borrow();
+                worker::with_local(|wb| batch::apply_step(wb, batch, &last_puts))
+            };
             match step {
                 Ok(applied) => break applied,
                 Err(BatchStop::Fatal(e)) => return Err(e),
@@ -1048,10 +1054,15 @@ impl TaskCtx {
                 Err(BatchStop::Restart(_)) | Err(BatchStop::NoLogRoom) => {
                     crate::sched::yield_busy().await
                 }
-                Err(BatchStop::ParentFull(i)) => {
-                    let (tree_root, key, _) = batch.entry(i);
+                Err(BatchStop::ParentFull { entry, need_bytes }) => {
+                    if need_bytes > PAGE_SIZE / 3 {
+                        return Err(Error::InvalidArgument(format!(
+                            "the batch splits so many leaves under one inner node that their separators ({need_bytes} bytes) would not fit it; split the batch"
+                        )));
+                    }
+                    let (tree_root, key, _) = batch.entry(entry);
                     run_logged_op(&self.reads, true, |wb| {
-                        tree::make_room_in_parent(bm, wb, tree_root, key)
+                        tree::make_room_in_parent(bm, wb, tree_root, key, need_bytes)
                     })
                     .await?;
                 }
@@ -1067,7 +1078,8 @@ impl TaskCtx {
         }
         for &i in &applied.underfull {
             let (tree_root, key, _) = batch.entry(i);
-            self.merge_after_delete(Tree { root: tree_root }, key).await?;
+            self.merge_after_delete(Tree { root: tree_root }, key)
+                .await?;
         }
         let wait = options
             .sync
@@ -1208,7 +1220,8 @@ fn validate_options(options: &Options) -> Result<()> {
             options.pool_bytes, options.workers
         )));
     }
-    if options.wal_bytes_per_worker < 1 << 20 || options.wal_bytes_per_worker % 4096 != 0 {
+    if options.wal_bytes_per_worker < 1 << 20 || !options.wal_bytes_per_worker.is_multiple_of(4096)
+    {
         return Err(Error::InvalidArgument(format!(
             "wal_bytes_per_worker must be a multiple of 4096 of at least 1 MiB, got {}",
             options.wal_bytes_per_worker
@@ -1270,19 +1283,19 @@ fn start_workers(
     };
     for w in 0..options.workers {
         let (tx, rx) = std::sync::mpsc::channel();
-        let (bm, shared, shutdown, io) = (
-            inner.bm.clone(),
-            inner.workers.clone(),
-            inner.shutdown.clone(),
-            io_config.clone(),
-        );
+        let start = worker::WorkerStart {
+            bm: inner.bm.clone(),
+            shared: inner.workers.clone(),
+            index: w,
+            io_config: io_config.clone(),
+            log: logs.next().flatten(),
+            checkpoints: checkpoint::CheckpointDriver::new(w, options.checkpoint_log_bytes),
+            shutdown: inner.shutdown.clone(),
+            started: tx,
+        };
         let spawned = std::thread::Builder::new()
             .name(format!("flashtree-w{w}"))
-            .spawn({
-                let log = logs.next().flatten();
-                let checkpoints = checkpoint::CheckpointDriver::new(w, options.checkpoint_log_bytes);
-                move || worker::worker_main(bm, shared, w, io, log, checkpoints, shutdown, tx)
-            });
+            .spawn(move || worker::worker_main(start));
         let handle = match spawned {
             Ok(handle) => handle,
             Err(e) => {

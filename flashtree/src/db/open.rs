@@ -110,7 +110,11 @@ pub(crate) fn read_checkpoint(vfs: &Vfs, files: &StoreFiles) -> Result<Option<Ch
 }
 
 /// Writes `checkpoint` into its slot (`number % 2`) and syncs it.
-pub(crate) fn write_checkpoint(vfs: &Vfs, files: &StoreFiles, checkpoint: &Checkpoint) -> Result<()> {
+pub(crate) fn write_checkpoint(
+    vfs: &Vfs,
+    files: &StoreFiles,
+    checkpoint: &Checkpoint,
+) -> Result<()> {
     let slot = &files.slots[(checkpoint.number % 2) as usize];
     vfs.write_synced(slot, &checkpoint.encode())
 }
@@ -246,7 +250,12 @@ fn only_a_metadata_page(vfs: &Vfs, paths: &[PathBuf]) -> Result<bool> {
 }
 
 /// Refuses data files that cannot hold the store the checkpoint describes.
-fn check_data_lengths(vfs: &Vfs, paths: &[PathBuf], c: &Checkpoint, chunk_bytes: u64) -> Result<()> {
+fn check_data_lengths(
+    vfs: &Vfs,
+    paths: &[PathBuf],
+    c: &Checkpoint,
+    chunk_bytes: u64,
+) -> Result<()> {
     let n = paths.len() as u64;
     let need_bytes = c.next_pid * PAGE_SIZE as u64;
     // The bytes device `d` must hold for pages below next_pid.

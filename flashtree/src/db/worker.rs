@@ -297,19 +297,35 @@ pub(crate) async fn wait_durable(seq: u64) -> Result<()> {
 /// before it looks again (that worker also wakes it when its log syncs).
 const COMMIT_WAIT_SLEEP: std::time::Duration = std::time::Duration::from_micros(200);
 
-/// The body of worker thread `index`. Reports start-up through `started`;
+/// What a worker thread starts with.
+pub(crate) struct WorkerStart {
+    pub bm: Arc<crate::buffer::BufferManager>,
+    pub shared: Arc<Vec<WorkerShared>>,
+    /// This worker's index.
+    pub index: usize,
+    pub io_config: IoConfig,
+    /// Its log (None: `Durability::None`).
+    pub log: Option<crate::wal::writer::LogWriter>,
+    pub checkpoints: super::checkpoint::CheckpointDriver,
+    pub shutdown: Arc<AtomicBool>,
+    /// Where start-up is reported: the I/O notes, or the error.
+    pub started: std::sync::mpsc::Sender<Result<Vec<String>>>,
+}
+
+/// The body of worker thread `start.index`. Reports start-up through `started`;
 /// returns the result of the final flush: the block where its log's next
 /// group would start (the close checkpoint's start for this log).
-pub(crate) fn worker_main(
-    bm: Arc<crate::buffer::BufferManager>,
-    shared: Arc<Vec<WorkerShared>>,
-    index: usize,
-    io_config: IoConfig,
-    log: Option<crate::wal::writer::LogWriter>,
-    mut checkpoints: super::checkpoint::CheckpointDriver,
-    shutdown: Arc<AtomicBool>,
-    started: std::sync::mpsc::Sender<Result<Vec<String>>>,
-) -> Result<u64> {
+pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
+    let WorkerStart {
+        bm,
+        shared,
+        index,
+        io_config,
+        log,
+        mut checkpoints,
+        shutdown,
+        started,
+    } = start;
     let mut wb = match WorkerBuffer::new(bm, index, &io_config) {
         Ok(wb) => wb,
         Err(e) => {

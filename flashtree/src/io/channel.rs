@@ -309,9 +309,7 @@ impl IoChannel {
         }
         let mapped = match req.file {
             None => self.storage.map(req.op, req.offset, req.len)?,
-            Some(device) => self
-                .storage
-                .map_file(req.op, device, req.offset, req.len)?,
+            Some(device) => self.storage.map_file(req.op, device, req.offset, req.len)?,
         };
         Ok(Slot {
             device: mapped.device,

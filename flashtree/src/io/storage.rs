@@ -235,7 +235,10 @@ impl Storage {
     /// writes into it change no file size (an `fdatasync` then needs no
     /// metadata update). Call before any channel writes to it.
     pub fn preallocate_file(&self, index: usize, bytes: u64) -> Result<()> {
-        assert!(index >= self.data_count, "preallocate_file on a data device");
+        assert!(
+            index >= self.data_count,
+            "preallocate_file on a data device"
+        );
         let device = &self.devices[index];
         let len = device.len()?;
         if len >= bytes {
@@ -520,9 +523,9 @@ fn validate_config(config: &StorageConfig) -> Result<()> {
 fn open_device(path: &Path, config: &StorageConfig) -> Result<Device> {
     if let Vfs::Sim(sim) = &config.vfs {
         let create = config.create && !config.read_only;
-        let id = sim.open(path, create).map_err(|e| {
-            env_error(path, "open", std::io::Error::from_raw_os_error(e))
-        })?;
+        let id = sim
+            .open(path, create)
+            .map_err(|e| env_error(path, "open", std::io::Error::from_raw_os_error(e)))?;
         return Ok(Device {
             path: Arc::from(path),
             file: DeviceFile::Sim(sim.clone(), id),

@@ -59,7 +59,9 @@ impl Vfs {
                 Err(e) => Err(Error::Unsupported(format!("stat {}: {e}", path.display()))),
             },
             Vfs::Sim(sim) => Ok(sim.exists(path).then(|| {
-                let id = sim.open(path, false).expect("an existing simulated file opens");
+                let id = sim
+                    .open(path, false)
+                    .expect("an existing simulated file opens");
                 sim.len(id)
             })),
         }

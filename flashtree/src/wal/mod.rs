@@ -97,7 +97,9 @@ impl WalShared {
         WalShared {
             durability,
             next_seq: AtomicU64::new(next_seq),
-            lows: (0..workers).map(|_| Padded(AtomicU64::new(u64::MAX))).collect(),
+            lows: (0..workers)
+                .map(|_| Padded(AtomicU64::new(u64::MAX)))
+                .collect(),
             failed: AtomicBool::new(false),
             failure: Mutex::new(None),
             catalog: Mutex::new(Vec::new()),

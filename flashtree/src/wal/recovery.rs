@@ -97,10 +97,7 @@ pub fn scan_log(
     // (first block number in buf, blocks in buf)
     let mut window: (u64, u64) = (0, 0);
     let path = storage.device_path(log.device).display().to_string();
-    let read_window = |channel: &mut IoChannel,
-                       buf: &mut AlignedBuf,
-                       first: u64|
-     -> Result<u64> {
+    let read_window = |channel: &mut IoChannel, buf: &mut AlignedBuf, first: u64| -> Result<u64> {
         let position = first % log.file_blocks;
         let n = SCAN_READ_BLOCKS.min(log.file_blocks - position);
         let req = IoRequest::read_file(
@@ -140,7 +137,15 @@ pub fn scan_log(
             break block; // read the whole ring
         }
     };
-    check_tail(storage, log, epoch, end_block, &mut channel, &mut buf, &path)?;
+    check_tail(
+        storage,
+        log,
+        epoch,
+        end_block,
+        &mut channel,
+        &mut buf,
+        &path,
+    )?;
     Ok((groups, bytes_read))
 }
 

@@ -38,11 +38,18 @@ const BLOCKS_PER_WRITE: u64 = 256;
 enum Flush {
     Idle,
     /// Writes of blocks below `upto` are in flight.
-    Writing { remaining: u32, upto: u64 },
+    Writing {
+        remaining: u32,
+        upto: u64,
+    },
     /// The writes completed; the sync still has to be pushed.
-    SyncDue { upto: u64 },
+    SyncDue {
+        upto: u64,
+    },
     /// The sync is in flight.
-    Syncing { upto: u64 },
+    Syncing {
+        upto: u64,
+    },
     /// A write or sync failed: nothing more is written.
     Failed,
 }
@@ -187,7 +194,10 @@ impl LogWriter {
     /// with [`LogWriter::append`] (before anything else is appended: the
     /// caller stamps its pages' LSNs in between).
     pub fn assign_seq(&mut self, wal: &WalShared) -> u64 {
-        debug_assert!(self.assigned.is_none(), "two numbers assigned for one group");
+        debug_assert!(
+            self.assigned.is_none(),
+            "two numbers assigned for one group"
+        );
         let seq = wal.assign_seq(self.worker, self.has_undurable());
         self.assigned = Some(seq);
         seq
@@ -197,7 +207,11 @@ impl LogWriter {
     /// [`LogWriter::assign_seq`]. The caller checked [`LogWriter::room_for`].
     pub fn append(&mut self, parts: &GroupParts<'_>) {
         let assigned = self.assigned.take();
-        assert_eq!(assigned, Some(parts.seq), "a group appended without its number");
+        assert_eq!(
+            assigned,
+            Some(parts.seq),
+            "a group appended without its number"
+        );
         let bytes = parts.record_bytes();
         parts.encode(&mut |piece| self.append_bytes(piece));
         self.finish_group(parts.seq, bytes);
@@ -249,9 +263,9 @@ impl LogWriter {
             || match wal.durability() {
                 Durability::Sync => true,
                 Durability::Buffered { max_delay_ms } => {
-                    self.oldest_unflushed.is_some_and(|t| {
-                        t.elapsed().as_millis() as u64 >= u64::from(max_delay_ms)
-                    }) || (self.tail_block - self.durable_block) * 2 >= self.ring_blocks
+                    self.oldest_unflushed
+                        .is_some_and(|t| t.elapsed().as_millis() as u64 >= u64::from(max_delay_ms))
+                        || (self.tail_block - self.durable_block) * 2 >= self.ring_blocks
                 }
                 Durability::None => false,
             };
