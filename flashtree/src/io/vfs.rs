@@ -31,6 +31,11 @@ pub enum Vfs {
 const LOCK_WAIT_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Vfs {
+    /// True for the simulated disk.
+    pub fn is_simulated(&self) -> bool {
+        matches!(self, Vfs::Sim(_))
+    }
+
     /// True when `path` exists.
     pub fn exists(&self, path: &Path) -> bool {
         match self {
@@ -235,7 +240,16 @@ fn lock_os(paths: &[PathBuf], create: bool) -> Result<Vec<std::fs::File>> {
             .create(create)
             .truncate(false)
             .open(path)
-            .map_err(|e| Error::Unsupported(format!("open {}: {e}", path.display())))?;
+            .map_err(|e| {
+                if e.kind() == std::io::ErrorKind::NotFound && !create {
+                    Error::InvalidArgument(format!(
+                        "no store at {}: the file does not exist (set Options::create_if_missing to create one)",
+                        path.display()
+                    ))
+                } else {
+                    Error::Unsupported(format!("open {}: {e}", path.display()))
+                }
+            })?;
         let stat = file
             .metadata()
             .map_err(|e| Error::Unsupported(format!("stat {}: {e}", path.display())))?;
