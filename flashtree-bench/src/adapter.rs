@@ -113,6 +113,9 @@ impl FlashtreeEngine {
             direct_io: true,
             dirty_spare_rounds: settings.dirty_spare_rounds,
             hot_spare_rounds: settings.hot_spare_rounds,
+            // The comparisons run with the write-ahead log off everywhere
+            // (the durable runs are a separate mode).
+            durability: flashtree::db::Durability::None,
             ..Options::default()
         };
         let db = Db::open(&config.dir, options).map_err(|e| format!("flashtree: open: {e}"))?;

@@ -150,6 +150,9 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
             max_submitted: args.max_submitted,
             ..IoConfig::default()
         },
+        // The comparisons run with the write-ahead log off everywhere
+        // (the durable runs are a separate mode).
+        durability: flashtree::db::Durability::None,
         ..Options::default()
     };
     if !args.reuse {
