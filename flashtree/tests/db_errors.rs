@@ -402,3 +402,77 @@ fn a_store_left_open_by_a_process_that_ended_is_refused() {
         }
     }
 }
+
+/// Defect: a data file truncated to 0 bytes opened as a new, empty store.
+#[test]
+fn a_data_file_truncated_to_nothing_is_corrupt_not_a_new_store() {
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 200);
+    let data = dir.path().join("data.ft");
+    OpenOptions::new()
+        .write(true)
+        .open(&data)
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    match Db::open(dir.path(), tiny(1, 16)) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains("data.ft"), "{msg}"),
+        other => panic!("expected Corrupt, got {:?}", other.map(|_| ())),
+    }
+    // Shortened by one page: also refused, not read as missing pages.
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 200);
+    let data = dir.path().join("data.ft");
+    let len = std::fs::metadata(&data).unwrap().len();
+    OpenOptions::new()
+        .write(true)
+        .open(&data)
+        .unwrap()
+        .set_len(len - PAGE as u64)
+        .unwrap();
+    match Db::open(dir.path(), tiny(1, 16)) {
+        Err(Error::Corrupt(msg)) => assert!(msg.contains("data.ft"), "{msg}"),
+        Ok(db) => {
+            // The file may be preallocated past the last page in use; then
+            // every record must still be there.
+            let t = db.tree("data").unwrap();
+            for i in 0..200u32 {
+                assert_eq!(
+                    db.get(t, &i.to_be_bytes()).unwrap(),
+                    Some(vec![i as u8; 100])
+                );
+            }
+        }
+        other => panic!("expected Corrupt, got {:?}", other.map(|_| ())),
+    }
+}
+
+/// Defect: garbage appended to the data file (a length that is not a
+/// multiple of the page size) tripped an assertion on the first growth.
+#[test]
+fn a_data_file_with_a_partial_page_is_refused_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 50);
+    let data = dir.path().join("data.ft");
+    let mut file = OpenOptions::new().append(true).open(&data).unwrap();
+    std::io::Write::write_all(&mut file, &[0xAB; 100]).unwrap();
+    drop(file);
+    match Db::open(dir.path(), tiny(1, 16)) {
+        Err(Error::Corrupt(msg)) => {
+            assert!(msg.contains("data.ft") && msg.contains("multiple"), "{msg}")
+        }
+        other => panic!("expected Corrupt, got {:?}", other.map(|_| ())),
+    }
+}
+
+#[test]
+fn opening_a_missing_store_without_create_if_missing_names_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("nothing-here");
+    let options = Options {
+        create_if_missing: false,
+        ..tiny(1, 16)
+    };
+    expect_invalid(Db::open(&path, options), "no store at");
+    assert!(!path.exists(), "a failed open created the directory");
+}
