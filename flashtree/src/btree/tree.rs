@@ -340,6 +340,19 @@ fn split(
     split_latched(bm, wb, &mut parent, &mut node, key, previous_key).map(drop)
 }
 
+/// Debug builds: asserts the node invariants of pages a structure change
+/// just wrote (layout, key order, fences; see `Node::check_invariants`).
+#[inline]
+fn debug_assert_nodes(pages: &[&GuardX<'_>]) {
+    if cfg!(debug_assertions) {
+        for page in pages {
+            if let Err(e) = Node::from_page(page.page()).check_invariants() {
+                panic!("page {} after a structure change: {e}", page.pid());
+            }
+        }
+    }
+}
+
 /// Splits `node` (at least 2 entries) into a new left page and `node`,
 /// adding the separator to `parent`, which has room for it. Both are
 /// latched by the caller; returns the new page, latched.
@@ -382,6 +395,7 @@ pub fn split_latched<'a>(
                 "no room for a separator after the space check",
             )
         })?;
+    debug_assert_nodes(&[parent, node, &left]);
     Ok(left)
 }
 
@@ -409,6 +423,7 @@ pub fn split_root_latched<'a>(
     new_root
         .insert_separator(&separator, left.pid())
         .map_err(|_| corrupt(root, "new root cannot hold one separator"))?;
+    debug_assert_nodes(&[root_x, &right, &left]);
     Ok((right, left))
 }
 
@@ -491,6 +506,7 @@ fn merge(bm: &BufferManager, root: PageId, pid: PageId, key: &[u8]) -> OpResult<
     p.remove_slot(i);
     let parent_underfull = p.space_used_bytes() < MERGE_THRESHOLD_BYTES;
     let root_has_one_child = parent_pid == root && p.count() == 0;
+    debug_assert_nodes(&[&parent, &right]);
     drop((parent, right));
     if root_has_one_child {
         return collapse_root(bm, root);
@@ -514,6 +530,7 @@ fn collapse_root(bm: &BufferManager, root: PageId) -> OpResult<()> {
     let mut root_x = root_o.upgrade()?;
     let child_x: GuardX<'_> = child_o.upgrade()?;
     root_x.page_mut().copy_from_slice(child_x.page());
+    debug_assert_nodes(&[&root_x]);
     child_x.free();
     Ok(())
 }
