@@ -174,6 +174,18 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
             prefix = Some(issued.len());
         }
         let Some(prefix) = prefix else {
+            if std::env::var_os("FLASHTREE_SIM_VERBOSE").is_some() {
+                describe_difference(&state, &found);
+                eprintln!("recovery: {:?}", db.stats().recovery);
+                for (n, b) in issued.iter().enumerate() {
+                    eprintln!(
+                        "batch {n}: {:?}",
+                        b.iter()
+                            .map(|(t, k, v)| (t, k, v.as_ref().map(Vec::len)))
+                            .collect::<Vec<_>>()
+                    );
+                }
+            }
             return Err(format!(
                 "cycle {cycle}: after the crash the store is not the state after any prefix of the {} batches issued from {acknowledged} acknowledged on ({} entries found)",
                 issued.len(),
@@ -192,6 +204,26 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
     }
     totals.seeds += 1;
     Ok(())
+}
+
+/// Prints how `found` differs from `expected` (`FLASHTREE_SIM_VERBOSE`).
+fn describe_difference(expected: &Model, found: &Model) {
+    for (t, (e, f)) in expected.iter().zip(found).enumerate() {
+        for (k, v) in e {
+            match f.get(k) {
+                None => eprintln!("tree {t} key {k:?}: missing (expected {} bytes)", v.len()),
+                Some(w) if w != v => eprintln!(
+                    "tree {t} key {k:?}: value of batch {:?}, expected batch {:?}",
+                    w.get(..8),
+                    v.get(..8)
+                ),
+                _ => {}
+            }
+        }
+        for k in f.keys().filter(|k| !e.contains_key(*k)) {
+            eprintln!("tree {t} key {k:?}: present, expected absent");
+        }
+    }
 }
 
 fn env_u64(name: &str) -> Option<u64> {

@@ -1170,7 +1170,12 @@ impl TaskCtx {
         let wait = options
             .sync
             .unwrap_or(bm.wal().durability() == Durability::Sync);
-        if let (true, Some(seq)) = (wait, applied.seq) {
+        // A batch that changed nothing still makes every earlier group
+        // durable, as a synced write does in other engines: the caller may
+        // rely on it for its earlier unsynced writes.
+        let last_seq = applied.seq.unwrap_or_else(|| bm.wal().next_seq() - 1);
+        if wait && last_seq > 0 {
+            let seq = last_seq;
             if bm.wal().durability() != Durability::Sync {
                 worker::with_local(|wb| wb.flush_log(true));
             }
