@@ -177,6 +177,7 @@ pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened>
     next.number += 1;
     next.log_epoch = rand::random::<u64>() | 1;
     next.log_starts = vec![0; options.workers];
+    next.log_blocks = log_blocks;
     next.flags = if options.durability.is_logged() {
         0
     } else {
@@ -309,6 +310,7 @@ fn create(storage: &Arc<Storage>) -> Result<Checkpoint> {
         seq_start: 1,
         next_pid: 1,
         log_starts: Vec::new(),
+        log_blocks: 0,
         trees: Vec::new(),
         free: Vec::new(),
         flags: 0,
@@ -333,14 +335,23 @@ fn recover(
         .enumerate()
         .map(|(w, &start)| {
             let device = first_log_device + w;
-            let file_blocks = storage.device_len(device).unwrap_or(0) / BLOCK_BYTES as u64;
-            LogFile {
+            let file_bytes = storage.device_len(device).unwrap_or(0);
+            // Every open preallocates the logs before its checkpoint says
+            // how long they are: a shorter log lost blocks.
+            let file_blocks = c.log_blocks;
+            if file_bytes < file_blocks * BLOCK_BYTES as u64 {
+                return Err(Error::Corrupt(format!(
+                    "log {} has {file_bytes} bytes, but its checkpoint says it holds {file_blocks} blocks of {BLOCK_BYTES} bytes",
+                    storage.device_path(device).display()
+                )));
+            }
+            Ok(LogFile {
                 device,
                 file_blocks,
                 start_block: start,
-            }
+            })
         })
-        .collect();
+        .collect::<Result<_>>()?;
     for log in &logs {
         total_bytes += log.file_blocks * BLOCK_BYTES as u64;
     }
@@ -396,6 +407,7 @@ fn recover(
         seq_start: replay.cut,
         next_pid: replay.next_pid,
         log_starts: Vec::new(),
+        log_blocks: 0,
         trees: replay.trees,
         free: replay.free,
         flags: 0,

@@ -3,7 +3,8 @@
 //!
 //! # Log blocks
 //! A log file is a ring of 4 KiB blocks. Block number `b` (counted from 0
-//! in each log epoch) lives at file offset `(b % blocks_in_file) × 4096`.
+//! in each log epoch) lives at file offset `(b % log_blocks) × 4096`, with
+//! `log_blocks` from the checkpoint slot ([`Checkpoint::log_blocks`]).
 //!
 //! | bytes | field |
 //! |---|---|
@@ -284,6 +285,10 @@ pub struct Checkpoint {
     pub next_pid: PageId,
     /// Per log: the block recovery starts reading at.
     pub log_starts: Vec<u64>,
+    /// Blocks in each log's ring in this epoch (block `b` lives at
+    /// `(b % log_blocks) × 4096`): recovery must not take it from the
+    /// file's length, which the options or damage may have changed.
+    pub log_blocks: u64,
     /// Named trees.
     pub trees: Vec<(String, PageId)>,
     /// Free page ids.
@@ -292,7 +297,7 @@ pub struct Checkpoint {
     pub flags: u32,
 }
 
-const CHECKPOINT_FIXED_BYTES: usize = 72;
+const CHECKPOINT_FIXED_BYTES: usize = 80;
 
 impl Checkpoint {
     /// Encodes the slot, padded to a multiple of 4096 bytes.
@@ -309,6 +314,7 @@ impl Checkpoint {
         out[60..64].copy_from_slice(&(self.trees.len() as u32).to_le_bytes());
         out[64..68].copy_from_slice(&(self.free.len() as u32).to_le_bytes());
         out[68..72].copy_from_slice(&self.flags.to_le_bytes());
+        out[72..80].copy_from_slice(&self.log_blocks.to_le_bytes());
         for start in &self.log_starts {
             out.extend_from_slice(&start.to_le_bytes());
         }
@@ -348,6 +354,7 @@ impl Checkpoint {
             seq_start: u64_at(bytes, 40),
             next_pid: u64_at(bytes, 48),
             flags: u32_at(bytes, 68),
+            log_blocks: u64_at(bytes, 72),
             ..Checkpoint::default()
         };
         let (logs, trees, free) = (
@@ -440,6 +447,7 @@ mod tests {
             seq_start: 1000,
             next_pid: 77,
             log_starts: vec![4, 9],
+            log_blocks: 256,
             trees: vec![("a".into(), 1), ("orders".into(), 30)],
             free: (40..60).collect(),
             flags: 0,
