@@ -3,6 +3,7 @@
 
 pub mod adapter;
 pub mod compare;
+pub mod durable;
 mod fio;
 pub mod iobench;
 pub mod lookup;

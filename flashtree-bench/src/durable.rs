@@ -1,0 +1,603 @@
+//! Durable-write benchmarks of the write-ahead log:
+//! * `bench commit`: `Durability::Sync` commits of single puts by 1 and by
+//!   many tasks on one worker (group commit: commits per log sync), then an
+//!   open loop at a fraction of the best rate, beside the device's own
+//!   4 KiB write + `fdatasync` latency measured in the same run;
+//! * `bench recover`: a child process commits until a given amount of log
+//!   has accumulated with no checkpoint, is killed with SIGKILL, and the
+//!   store is reopened: recovery time and bandwidth beside the device's
+//!   sequential-read bandwidth of the same log file, and the acknowledged
+//!   commits checked.
+
+use crate::util::{parse_list, parse_size_bytes, progress_bar, usage_error};
+use flashtree::db::{Db, Durability, Options, RecoveryProgress, TaskCtx, WriteBatch, WriteOptions};
+use flashtree_peers::sys::process_cpu_s;
+use hdrhistogram::Histogram;
+use rand::{Rng, SeedableRng};
+use std::io::{BufRead, BufReader};
+use std::os::unix::fs::{FileExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const VALUE_BYTES: usize = 120;
+
+/// `flashtree bench commit`.
+#[derive(clap::Args, Debug)]
+pub struct CommitArgs {
+    /// Store directory (removed and recreated).
+    #[arg(long, default_value = "flashtree-commit-data")]
+    pub path: PathBuf,
+    /// Committing tasks per run of the closed loop (comma-separated).
+    #[arg(long, default_value = "1,256")]
+    pub tasks: String,
+    /// Seconds per phase.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// The open loop's rate as a fraction of the best closed-loop rate.
+    #[arg(long, default_value_t = 0.5)]
+    pub open_loop_fraction: f64,
+    /// Tasks of the open loop (each waits, yielding, for its commits'
+    /// scheduled times; more tasks than commits in flight only spin).
+    #[arg(long, default_value_t = 32)]
+    pub open_loop_tasks: usize,
+    /// Buffer pool.
+    #[arg(long, default_value = "128MiB")]
+    pub pool: String,
+    /// Distinct keys the puts go to.
+    #[arg(long, default_value_t = 100_000)]
+    pub keys: u64,
+    /// Print one JSON object per result instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Directory for the PNG plot.
+    #[arg(long, default_value = "results")]
+    pub out_dir: PathBuf,
+}
+
+/// One measured phase.
+#[derive(Debug, serde::Serialize)]
+struct CommitRow {
+    phase: String,
+    tasks: usize,
+    commits: u64,
+    commits_per_sec: f64,
+    log_syncs_per_sec: f64,
+    commits_per_sync: f64,
+    lat_us_p50: f64,
+    lat_us_p99: f64,
+    lat_us_p999: f64,
+    cpu_us_per_commit: f64,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 60_000_000_000, 3).expect("valid bounds")
+}
+
+fn key_of(i: u64) -> [u8; 8] {
+    i.to_be_bytes()
+}
+
+fn value_of(i: u64, n: u64) -> Vec<u8> {
+    let mut v = n.to_le_bytes().to_vec();
+    v.resize(VALUE_BYTES, (i % 251) as u8);
+    v
+}
+
+/// Runs `tasks` committing tasks for `seconds`; with `rate_per_sec`, each
+/// commit has a scheduled start (open loop) and its latency counts from it.
+fn commit_phase(
+    db: &Db,
+    args: &CommitArgs,
+    phase: &str,
+    tasks: usize,
+    rate_per_sec: Option<f64>,
+) -> Result<CommitRow, String> {
+    let tree = db.tree("commits").map_err(|e| e.to_string())?;
+    let stop = Arc::new(AtomicBool::new(false));
+    let histograms = Arc::new(Mutex::new(Vec::new()));
+    let next = Arc::new(AtomicU64::new(0));
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let before = db.stats();
+    let cpu_before = process_cpu_s();
+    let start = Instant::now();
+    let keys = args.keys;
+    let bar = progress_bar((args.seconds * 10.0) as u64, phase);
+    std::thread::scope(|scope| {
+        let (stop_, histograms_, next_, errors_) = (
+            stop.clone(),
+            histograms.clone(),
+            next.clone(),
+            errors.clone(),
+        );
+        let runner = scope.spawn(move || {
+            let (stop, histograms, next, errors) = (stop_, histograms_, next_, errors_);
+            db.run(tasks, move |ctx: TaskCtx| {
+                let (stop, histograms, next, errors) = (
+                    stop.clone(),
+                    histograms.clone(),
+                    next.clone(),
+                    errors.clone(),
+                );
+                async move {
+                    let mut h = histogram();
+                    let mut rng = rand::rngs::StdRng::seed_from_u64(
+                        (ctx.worker() * 100_003 + ctx.task_index()) as u64,
+                    );
+                    while !stop.load(Ordering::Relaxed) {
+                        let n = next.fetch_add(1, Ordering::Relaxed);
+                        let t0 = match rate_per_sec {
+                            Some(rate) => {
+                                let due = start + Duration::from_secs_f64(n as f64 / rate);
+                                while Instant::now() < due && !stop.load(Ordering::Relaxed) {
+                                    flashtree::sched::yield_now().await;
+                                }
+                                due
+                            }
+                            None => Instant::now(),
+                        };
+                        if stop.load(Ordering::Relaxed) {
+                            break;
+                        }
+                        let i = rng.random_range(0..keys);
+                        if let Err(e) = ctx.put(tree, &key_of(i), &value_of(i, n)).await {
+                            errors.lock().unwrap().push(e.to_string());
+                            break;
+                        }
+                        h.saturating_record(t0.elapsed().as_nanos() as u64);
+                    }
+                    histograms.lock().unwrap().push(h);
+                }
+            })
+        });
+        while start.elapsed().as_secs_f64() < args.seconds {
+            std::thread::sleep(Duration::from_millis(100));
+            bar.inc(1);
+        }
+        stop.store(true, Ordering::Release);
+        runner.join().expect("commit runner")
+    })
+    .map_err(|e| e.to_string())?;
+    bar.finish_and_clear();
+    if let Some(e) = errors.lock().unwrap().first() {
+        return Err(format!("{phase}: a commit failed: {e}"));
+    }
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_s = process_cpu_s() - cpu_before;
+    let after = db.stats();
+    let mut all = histogram();
+    for h in histograms.lock().unwrap().iter() {
+        all.add(h).map_err(|e| e.to_string())?;
+    }
+    let commits = all.len();
+    let syncs = after.log_syncs - before.log_syncs;
+    let us = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
+    Ok(CommitRow {
+        phase: phase.to_string(),
+        tasks,
+        commits,
+        commits_per_sec: commits as f64 / seconds,
+        log_syncs_per_sec: syncs as f64 / seconds,
+        commits_per_sync: commits as f64 / syncs.max(1) as f64,
+        lat_us_p50: us(0.5),
+        lat_us_p99: us(0.99),
+        lat_us_p999: us(0.999),
+        cpu_us_per_commit: cpu_s * 1e6 / commits.max(1) as f64,
+    })
+}
+
+/// 4 KiB O_DIRECT writes, each followed by `fdatasync`, at queue depth 1,
+/// for `seconds`, on a preallocated file in `dir`.
+fn device_write_sync(dir: &Path, seconds: f64) -> Result<CommitRow, String> {
+    let path = dir.join("device-write-sync.dat");
+    const FILE_BYTES: u64 = 64 << 20;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(true)
+        .read(true)
+        .write(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(&path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let mut buf = flashtree::io::AlignedBuf::new(1 << 20);
+    buf.fill(0x5A);
+    for off in (0..FILE_BYTES).step_by(1 << 20) {
+        file.write_all_at(&buf[..], off)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    file.sync_all().map_err(|e| e.to_string())?;
+    let mut h = histogram();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(1);
+    let cpu_before = process_cpu_s();
+    let start = Instant::now();
+    while start.elapsed().as_secs_f64() < seconds {
+        let off = rng.random_range(0..FILE_BYTES / 4096) * 4096;
+        let t0 = Instant::now();
+        file.write_all_at(&buf[..4096], off)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        file.sync_data()
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        h.saturating_record(t0.elapsed().as_nanos() as u64);
+    }
+    let elapsed = start.elapsed().as_secs_f64();
+    let cpu_s = process_cpu_s() - cpu_before;
+    drop(file);
+    let _ = std::fs::remove_file(&path);
+    let us = |q: f64| h.value_at_quantile(q) as f64 / 1000.0;
+    Ok(CommitRow {
+        phase: "device 4KiB write+fdatasync".into(),
+        tasks: 1,
+        commits: h.len(),
+        commits_per_sec: h.len() as f64 / elapsed,
+        log_syncs_per_sec: h.len() as f64 / elapsed,
+        commits_per_sync: 1.0,
+        lat_us_p50: us(0.5),
+        lat_us_p99: us(0.99),
+        lat_us_p999: us(0.999),
+        cpu_us_per_commit: cpu_s * 1e6 / h.len().max(1) as f64,
+    })
+}
+
+/// `flashtree bench commit`.
+pub fn run_commit(args: CommitArgs) -> Result<(), String> {
+    let task_counts = parse_list(&args.tasks, |s| {
+        s.parse::<usize>()
+            .ok()
+            .filter(|&t| t > 0)
+            .ok_or_else(|| format!("bad task count {s:?}"))
+    })
+    .map_err(usage_error)?;
+    let valid =
+        args.seconds > 0.0 && args.open_loop_fraction > 0.0 && args.open_loop_fraction <= 1.0;
+    if !valid {
+        return Err(usage_error(
+            "--seconds must be > 0 and --open-loop-fraction in (0, 1]",
+        ));
+    }
+    let pool_bytes = parse_size_bytes(&args.pool).map_err(usage_error)?;
+    let _ = std::fs::remove_dir_all(&args.path);
+    let options = Options {
+        pool_bytes,
+        workers: 1,
+        durability: Durability::Sync,
+        ..Options::default()
+    };
+    let db = Db::open(&args.path, options).map_err(|e| format!("{}: {e}", args.path.display()))?;
+    let mut rows = Vec::new();
+    for &tasks in &task_counts {
+        rows.push(commit_phase(
+            &db,
+            &args,
+            &format!("closed loop {tasks} tasks"),
+            tasks,
+            None,
+        )?);
+    }
+    let best = rows.iter().map(|r| r.commits_per_sec).fold(0.0, f64::max);
+    let device = device_write_sync(&args.path, args.seconds)?;
+    let rate = best * args.open_loop_fraction;
+    rows.push(commit_phase(
+        &db,
+        &args,
+        &format!("open loop {:.0}/s", rate),
+        args.open_loop_tasks.max(1),
+        Some(rate),
+    )?);
+    rows.push(device);
+    db.close().map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&args.path);
+    let first = &rows[0];
+    let group_ratio = rows[task_counts.len() - 1].commits_per_sec / first.commits_per_sec;
+    let open_row = &rows[rows.len() - 2];
+    let device_row = &rows[rows.len() - 1];
+    let p99_ratio = open_row.lat_us_p99 / device_row.lat_us_p99;
+    if args.json {
+        for row in &rows {
+            println!("{}", serde_json::to_string(row).map_err(|e| e.to_string())?);
+        }
+        println!(
+            "{}",
+            serde_json::json!({
+                "group_commit_ratio": group_ratio,
+                "open_loop_p99_over_device_p99": p99_ratio,
+            })
+        );
+    } else {
+        println!(
+            "{:<30} {:>6} {:>11} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
+            "phase",
+            "tasks",
+            "commits/s",
+            "syncs/s",
+            "per sync",
+            "p50 µs",
+            "p99 µs",
+            "p99.9 µs",
+            "CPU µs"
+        );
+        for r in &rows {
+            println!(
+                "{:<30} {:>6} {:>11.0} {:>10.0} {:>10.1} {:>9.0} {:>9.0} {:>10.0} {:>9.1}",
+                r.phase,
+                r.tasks,
+                r.commits_per_sec,
+                r.log_syncs_per_sec,
+                r.commits_per_sync,
+                r.lat_us_p50,
+                r.lat_us_p99,
+                r.lat_us_p999,
+                r.cpu_us_per_commit
+            );
+        }
+        println!(
+            "group commit: {} tasks reach {group_ratio:.1}x the commits/s of {} task(s); open-loop p99 is {p99_ratio:.2}x the device's 4 KiB write+fdatasync p99",
+            task_counts[task_counts.len() - 1],
+            task_counts[0]
+        );
+    }
+    std::fs::create_dir_all(&args.out_dir).map_err(|e| e.to_string())?;
+    let png = args.out_dir.join("commit-latency.png");
+    let series = rows
+        .iter()
+        .map(|r| crate::plot::Series {
+            label: r.phase.clone(),
+            points: vec![
+                (50.0, r.lat_us_p50),
+                (99.0, r.lat_us_p99),
+                (99.9, r.lat_us_p999),
+            ],
+        })
+        .collect();
+    crate::plot::line_panels(
+        &png,
+        "percentile",
+        false,
+        &[crate::plot::Panel {
+            title: "commit latency (Durability::Sync) and the device's write+fdatasync".into(),
+            y_label: "µs".into(),
+            series,
+        }],
+    )?;
+    if !args.json {
+        println!("plot: {}", png.display());
+    }
+    Ok(())
+}
+
+/// `flashtree bench recover`.
+#[derive(clap::Args, Debug)]
+pub struct RecoverArgs {
+    /// Store directory (removed and recreated).
+    #[arg(long, default_value = "flashtree-recover-data")]
+    pub path: PathBuf,
+    /// Log to accumulate (with no checkpoint) before the kill.
+    #[arg(long, default_value = "1GiB")]
+    pub log_bytes: String,
+    /// Buffer pool.
+    #[arg(long, default_value = "128MiB")]
+    pub pool: String,
+    /// Distinct keys the batches put.
+    #[arg(long, default_value_t = 1_000_000)]
+    pub keys: u64,
+    /// Puts per batch.
+    #[arg(long, default_value_t = 64)]
+    pub batch: usize,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The environment variable that makes `bench recover` the writing child.
+const RECOVER_CHILD_ENV: &str = "FLASHTREE_RECOVER_CHILD";
+
+fn recover_options(args: &RecoverArgs, log_bytes: u64) -> Result<Options, String> {
+    let wal = (2 * log_bytes + (64 << 20)).div_ceil(4096) * 4096;
+    Ok(Options {
+        pool_bytes: parse_size_bytes(&args.pool).map_err(usage_error)?,
+        workers: 1,
+        durability: Durability::Sync,
+        wal_bytes_per_worker: wal,
+        // No checkpoint before the kill: the threshold is past the target.
+        checkpoint_log_bytes: wal / 2,
+        create_if_missing: true,
+        ..Options::default()
+    })
+}
+
+/// The batch numbered `n`: (key index, value) pairs.
+fn recover_batch(args: &RecoverArgs, n: u64) -> Vec<(u64, Vec<u8>)> {
+    let mut rng = rand::rngs::StdRng::seed_from_u64(n);
+    (0..args.batch)
+        .map(|_| {
+            let i = rng.random_range(0..args.keys);
+            (i, value_of(i, n))
+        })
+        .collect()
+}
+
+/// The child: commits batches, prints `ACK n` after each, and `READY` once
+/// the log holds the target; goes on until killed.
+fn recover_child(args: &RecoverArgs, log_bytes: u64) -> Result<(), String> {
+    let db = Db::open(&args.path, recover_options(args, log_bytes)?).map_err(|e| e.to_string())?;
+    let tree = db.tree("data").map_err(|e| e.to_string())?;
+    let mut ready = false;
+    for n in 0.. {
+        let mut batch = WriteBatch::new();
+        for (i, value) in recover_batch(args, n) {
+            batch
+                .put(tree, &key_of(i), &value)
+                .map_err(|e| e.to_string())?;
+        }
+        db.write(&batch, WriteOptions::default())
+            .map_err(|e| e.to_string())?;
+        println!("ACK {n}");
+        if !ready && db.stats().log_bytes >= log_bytes {
+            println!("READY");
+            ready = true;
+        }
+    }
+    Ok(())
+}
+
+/// Sequential O_DIRECT reads of the first `bytes` of `path`, 1 MiB each,
+/// by 4 threads (queue depth 4): MB/s.
+fn device_seq_read_mb_s(path: &Path, bytes: u64) -> Result<f64, String> {
+    const CHUNK: u64 = 1 << 20;
+    const THREADS: u64 = 4;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)
+        .map_err(|e| format!("{}: {e}", path.display()))?;
+    let chunks = bytes / CHUNK;
+    let start = Instant::now();
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..THREADS)
+            .map(|t| {
+                let file = &file;
+                scope.spawn(move || -> Result<(), String> {
+                    let mut buf = flashtree::io::AlignedBuf::new(CHUNK as usize);
+                    let mut c = t;
+                    while c < chunks {
+                        file.read_exact_at(&mut buf[..], c * CHUNK)
+                            .map_err(|e| e.to_string())?;
+                        c += THREADS;
+                    }
+                    Ok(())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().expect("reader thread"))
+    })?;
+    Ok((chunks * CHUNK) as f64 / start.elapsed().as_secs_f64() / 1e6)
+}
+
+/// `flashtree bench recover`.
+pub fn run_recover(args: RecoverArgs) -> Result<(), String> {
+    let log_bytes = parse_size_bytes(&args.log_bytes).map_err(usage_error)?;
+    if args.batch == 0 || args.keys == 0 {
+        return Err(usage_error("--batch and --keys must be > 0"));
+    }
+    if std::env::var_os(RECOVER_CHILD_ENV).is_some() {
+        return recover_child(&args, log_bytes);
+    }
+    let _ = std::fs::remove_dir_all(&args.path);
+    let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+    let mut child = std::process::Command::new(exe)
+        .args(std::env::args_os().skip(1))
+        .env(RECOVER_CHILD_ENV, "1")
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot start the writing child: {e}"))?;
+    let bar = progress_bar(log_bytes >> 20, "writing log");
+    let mut last_acked: Option<u64> = None;
+    let mut lines = BufReader::new(child.stdout.take().expect("piped")).lines();
+    let mut ready = false;
+    let write_start = Instant::now();
+    for line in lines.by_ref() {
+        let line = line.map_err(|e| e.to_string())?;
+        if let Some(n) = line.strip_prefix("ACK ") {
+            last_acked = n.trim().parse().ok();
+            if let Some(n) = last_acked {
+                // About 4 KiB of log per put.
+                bar.set_position((((n + 1) * args.batch as u64 * 4096) >> 20).min(log_bytes >> 20));
+            }
+        } else if line == "READY" {
+            ready = true;
+            break;
+        }
+    }
+    let write_seconds = write_start.elapsed().as_secs_f64();
+    child.kill().map_err(|e| e.to_string())?;
+    for line in lines.map_while(|l| l.ok()) {
+        if let Some(n) = line.strip_prefix("ACK ") {
+            last_acked = n.trim().parse().ok().or(last_acked);
+        }
+    }
+    let _ = child.wait();
+    bar.finish_and_clear();
+    if !ready {
+        return Err("the writing child ended before its log reached the target".into());
+    }
+    let Some(last_acked) = last_acked else {
+        return Err("the writing child acknowledged no batch".into());
+    };
+    let total = Arc::new(AtomicU64::new(0));
+    let bar = progress_bar(100, "recovering");
+    let progress = {
+        let (bar, total) = (bar.clone(), total.clone());
+        RecoveryProgress(Arc::new(move |done, all| {
+            total.store(all, Ordering::Relaxed);
+            bar.set_position(done * 100 / all.max(1));
+        }))
+    };
+    let options = Options {
+        recovery_progress: Some(progress),
+        ..recover_options(&args, log_bytes)?
+    };
+    let open_start = Instant::now();
+    let db = Db::open(&args.path, options).map_err(|e| format!("reopen after the kill: {e}"))?;
+    let open_seconds = open_start.elapsed().as_secs_f64();
+    let tree = db.tree("data").map_err(|e| e.to_string())?;
+    let first = recover_batch(&args, last_acked);
+    let _ = db
+        .get(tree, &key_of(first[0].0))
+        .map_err(|e| e.to_string())?;
+    let first_read_seconds = open_start.elapsed().as_secs_f64();
+    bar.finish_and_clear();
+    // Every acknowledged batch: each key holds its value or a later one.
+    let mut lost = 0u64;
+    for n in last_acked.saturating_sub(99)..=last_acked {
+        for (i, _) in recover_batch(&args, n) {
+            let batch_of = db
+                .get(tree, &key_of(i))
+                .map_err(|e| e.to_string())?
+                .map(|v| u64::from_le_bytes(v[..8].try_into().expect("8 bytes")));
+            if batch_of.is_none_or(|b| b < n) {
+                lost += 1;
+            }
+        }
+    }
+    let recovery = db.stats().recovery;
+    db.close().map_err(|e| e.to_string())?;
+    let log_path = args.path.join("data.ft.wal0");
+    let device_mb_s = device_seq_read_mb_s(&log_path, recovery.log_bytes.min(log_bytes))?;
+    let _ = std::fs::remove_dir_all(&args.path);
+    let recovery_mb_s = recovery.log_bytes as f64 / recovery.micros.max(1) as f64;
+    let row = serde_json::json!({
+        "log_bytes_target": log_bytes,
+        "write_seconds": write_seconds,
+        "batches_acknowledged": last_acked + 1,
+        "log_bytes_replayed": recovery.log_bytes,
+        "groups_replayed": recovery.groups,
+        "groups_dropped": recovery.groups_dropped,
+        "pages_written": recovery.pages_written,
+        "recovery_seconds": recovery.micros as f64 / 1e6,
+        "open_seconds": open_seconds,
+        "first_read_seconds": first_read_seconds,
+        "recovery_mb_per_sec": recovery_mb_s,
+        "device_seq_read_mb_per_sec": device_mb_s,
+        "recovery_over_device": recovery_mb_s / device_mb_s,
+        "acknowledged_puts_checked": 100 * args.batch,
+        "acknowledged_puts_lost": lost,
+    });
+    if args.json {
+        println!("{row}");
+    } else {
+        println!("{:<34} {:>14}", "what", "value");
+        for (k, v) in row.as_object().expect("an object") {
+            let text = match v.as_f64() {
+                Some(x) if v.is_f64() => format!("{x:.2}"),
+                _ => v.to_string(),
+            };
+            println!("{k:<34} {text:>14}");
+        }
+    }
+    if lost > 0 {
+        return Err(format!("{lost} acknowledged puts were lost"));
+    }
+    Ok(())
+}
