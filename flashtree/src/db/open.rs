@@ -17,13 +17,13 @@
 //!   is [`Error::Corrupt`].
 //! * Every open writes a new checkpoint with a new log epoch before any
 //!   worker starts: blocks of earlier epochs never count as log again.
-//! * Recovery writes only page images from the log, each only where the
-//!   disk's page is older (its LSN) or damaged; it can be interrupted and
-//!   run again.
+//! * Recovery writes the newest image of each page the replayed groups
+//!   hold (never older than the disk's copy, by the write-ahead rule),
+//!   which also repairs torn pages; it can be interrupted and run again.
 
 use super::meta;
 use super::Options;
-use crate::buffer::page::{page_lsn, seal_page, verify_page};
+use crate::buffer::page::seal_page;
 use crate::buffer::PageId;
 use crate::error::{Error, Result};
 use crate::io::{
@@ -382,22 +382,52 @@ fn recover(
     if replay.next_pid * PAGE_SIZE as u64 > storage.capacity_bytes() {
         storage.grow_to(replay.next_pid * PAGE_SIZE as u64)?;
     }
-    let mut pids: Vec<&PageId> = replay.images.keys().collect();
+    // Every image is written, without reading the disk's copy first: by
+    // the write-ahead rule a page on disk carries only changes of groups
+    // below the durable frontier, all of which are below the cut, so the
+    // newest image below the cut is never older than the disk's page.
+    // Pages of one chunk with consecutive ids go out in one write.
+    let mut pids: Vec<PageId> = replay.images.keys().copied().collect();
     pids.sort_unstable();
-    let mut buf = AlignedBuf::new(PAGE_SIZE);
-    for &pid in pids {
-        let (seq, image) = &replay.images[&pid];
-        let newer_on_disk = page_io(storage, false, pid, &mut buf).is_ok() && {
-            let page: &[u8; PAGE_SIZE] = (&buf[..]).try_into().expect("a page");
-            verify_page(page, pid).is_ok() && page_lsn(page) >= *seq
-        };
-        if newer_on_disk {
-            continue;
+    let pages_per_chunk = (options.chunk_bytes / PAGE_SIZE as u64).max(1);
+    let mut channel = IoChannel::new(
+        storage.clone(),
+        &IoConfig {
+            backend: BackendKind::Sync,
+            depth: 1,
+            ..IoConfig::default()
+        },
+    )?;
+    let mut buf = AlignedBuf::new(pages_per_chunk as usize * PAGE_SIZE);
+    let mut done = Vec::new();
+    let mut i = 0;
+    while i < pids.len() {
+        let first = pids[i];
+        let mut n = 0usize;
+        while i + n < pids.len()
+            && pids[i + n] == first + n as u64
+            && (first + n as u64) / pages_per_chunk == first / pages_per_chunk
+        {
+            let pid = pids[i + n];
+            let page: &mut [u8; PAGE_SIZE] = (&mut buf[n * PAGE_SIZE..(n + 1) * PAGE_SIZE])
+                .try_into()
+                .expect("a page");
+            page.copy_from_slice(&replay.images[&pid].1[..]);
+            seal_page(page, pid);
+            n += 1;
         }
-        buf.copy_from_slice(&image[..]);
-        seal_page((&mut buf[..]).try_into().expect("a page"), pid);
-        page_io(storage, true, pid, &mut buf)?;
-        stats.pages_written += 1;
+        let req = IoRequest::write(
+            first * PAGE_SIZE as u64,
+            buf.as_ptr(),
+            (n * PAGE_SIZE) as u32,
+            0,
+        );
+        // SAFETY: buf outlives the request, which completes below.
+        unsafe { channel.push(req) }?;
+        channel.wait(1, &mut done)?;
+        done.pop().expect("one completion").result?;
+        stats.pages_written += n as u64;
+        i += n;
     }
     sync_data(storage)?;
     Ok(Checkpoint {

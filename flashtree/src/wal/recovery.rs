@@ -28,7 +28,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 /// Blocks read per request while scanning.
-const SCAN_READ_BLOCKS: u64 = 256;
+const SCAN_READ_BLOCKS: u64 = 1024;
 
 /// Where one log lives and where its replay starts.
 #[derive(Clone, Debug)]
