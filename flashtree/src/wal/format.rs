@@ -218,6 +218,11 @@ pub fn decode_group(body: &[u8], crc: u32) -> Result<Group<'_>> {
     if crc32c(body) != crc {
         return Err(Error::Corrupt("log record checksum mismatch".into()));
     }
+    decode_checked_group(body)
+}
+
+/// Decodes a record body whose CRC [`decode_group`] already checked.
+pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
     let bad = |what: &str| Error::Corrupt(format!("log record: {what}"));
     if body.len() < GROUP_FIXED_BYTES || body[0] != KIND_GROUP {
         return Err(bad("unknown kind"));

@@ -18,8 +18,8 @@
 //!   same checkpoint and logs, and writes the same pages.
 
 use super::format::{
-    decode_group, open_block, Checkpoint, BLOCK_BYTES, BLOCK_HEADER_BYTES, MAX_RECORD_BYTES,
-    RECORD_HEADER_BYTES,
+    decode_checked_group, decode_group, open_block, Checkpoint, BLOCK_BYTES, BLOCK_HEADER_BYTES,
+    MAX_RECORD_BYTES, RECORD_HEADER_BYTES,
 };
 use crate::buffer::PageId;
 use crate::error::{Error, Result};
@@ -62,14 +62,27 @@ pub struct Replay {
     pub groups_dropped: u64,
     /// Log bytes read.
     pub log_bytes: u64,
-    /// The newest image of every page the applied groups changed.
-    pub images: HashMap<PageId, (u64, Box<[u8; PAGE_SIZE]>)>,
+    /// The newest image of every page the applied groups changed: its
+    /// group's number, and where it lies (index in `bodies`, offset).
+    pub images: HashMap<PageId, (u64, usize, usize)>,
+    /// The bodies of the applied groups.
+    pub bodies: Vec<Vec<u8>>,
     /// The catalog after the applied groups.
     pub trees: Vec<(String, PageId)>,
     /// The free list after the applied groups.
     pub free: Vec<PageId>,
     /// Page ids below this are allocated.
     pub next_pid: PageId,
+}
+
+impl Replay {
+    /// The newest image of page `pid` (one of `images`' keys).
+    pub fn image(&self, pid: PageId) -> &[u8; PAGE_SIZE] {
+        let (_, body, offset) = self.images[&pid];
+        self.bodies[body][offset..offset + PAGE_SIZE]
+            .try_into()
+            .expect("a page")
+    }
 }
 
 /// Reads log `log` (of `epoch`) from its start block and returns its
@@ -262,7 +275,8 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
             continue;
         }
         replay.groups += 1;
-        let group = decode_group(&found.body, crate::buffer::page::crc32c(&found.body))?;
+        // Its CRC was checked when the log was scanned.
+        let group = decode_checked_group(&found.body)?;
         if let Some((root, name)) = group.catalog.clone() {
             if !replay.trees.iter().any(|(n, _)| *n == name) {
                 replay.trees.push((name, root));
@@ -273,12 +287,14 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
             free.insert(pid);
             replay.next_pid = replay.next_pid.max(pid + 1);
         }
-        for (i, &(pid, _)) in group.pages.iter().enumerate() {
+        let body_index = replay.bodies.len();
+        for &(pid, offset) in &group.pages {
             free.remove(&pid);
             replay.next_pid = replay.next_pid.max(pid + 1);
-            let image: Box<[u8; PAGE_SIZE]> = Box::new(*group.image(i));
-            replay.images.insert(pid, (seq, image));
+            replay.images.insert(pid, (seq, body_index, offset));
         }
+        drop(group);
+        replay.bodies.push(found.body);
     }
     let mut free: Vec<PageId> = free.into_iter().collect();
     free.sort_unstable();
