@@ -72,6 +72,9 @@ const WRITE_TAG: u64 = 1 << 63;
 /// Bit of a request's user_data marking the write of a page that stays in
 /// memory (close, checkpoints).
 const FLUSH_TAG: u64 = 1 << 62;
+/// Bit of a request's user_data marking a checkpoint's sync of a data
+/// device.
+const CHECKPOINT_SYNC_TAG: u64 = 1 << 60;
 
 /// Why a tree operation must stop and restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -165,6 +168,10 @@ pub struct BufferManager {
     pages: LazyArray<PageEntry>,
     frame_pid: Box<[AtomicU64]>,
     frame_dirty: Box<[AtomicBool]>,
+    /// Per frame: the sequence number of the last group that logged the
+    /// full image of the frame's page since it came into the frame (0:
+    /// none). Read and written under the page's exclusive latch.
+    frame_image_seq: Box<[AtomicU64]>,
     partitions: Vec<(u32, u32)>,
     free_target_pct: u32,
     dirty_spare_rounds: u8,
@@ -195,6 +202,12 @@ unsafe impl Sync for BufferManager {}
 pub const STORE_GROW_STEP_BYTES: u64 = 8 << 20;
 
 impl BufferManager {
+    /// Records that group `seq` logged the full image of the page in
+    /// `frame` (the caller holds its exclusive latch).
+    pub(crate) fn set_frame_image_seq(&self, frame: u32, seq: u64) {
+        self.frame_image_seq[frame as usize].store(seq, Ordering::Relaxed);
+    }
+
     /// Allocates the pool and page table.
     pub fn new(
         storage: Arc<Storage>,
@@ -239,6 +252,7 @@ impl BufferManager {
             frame_count: frames as u32,
             heat_ticks: AtomicU64::new(0),
             pages,
+            frame_image_seq: (0..frames).map(|_| AtomicU64::new(0)).collect(),
             frame_pid: (0..frames).map(|_| AtomicU64::new(NO_PAGE)).collect(),
             frame_dirty: (0..frames).map(|_| AtomicBool::new(false)).collect(),
             partitions,
@@ -606,6 +620,17 @@ impl GuardX<'_> {
         unsafe { &*(self.bm.frame_ptr(self.frame) as *const [u8; PAGE_SIZE]) }
     }
 
+    /// The sequence number of the last group that logged this page's full
+    /// image since it came into memory (0: none).
+    pub fn image_seq(&self) -> u64 {
+        self.bm.frame_image_seq[self.frame as usize].load(Ordering::Relaxed)
+    }
+
+    /// Records that group `seq` logged this page's full image.
+    pub fn set_image_seq(&mut self, seq: u64) {
+        self.bm.set_frame_image_seq(self.frame, seq);
+    }
+
     /// The page bytes for writing; marks the page dirty.
     pub fn page_mut(&mut self) -> &mut [u8; PAGE_SIZE] {
         self.modified = true;
@@ -739,6 +764,9 @@ pub struct WorkerBuffer {
     checkpoint_retry: Vec<u32>,
     /// Checkpoint page writes in flight.
     checkpoint_writes_in_flight: usize,
+    /// A checkpoint's data-device syncs in flight, and the first error.
+    checkpoint_syncs_in_flight: usize,
+    checkpoint_sync_error: Option<String>,
     completions: Vec<IoCompletion>,
     load_errors: Vec<(TaskId, Error)>,
     /// Counters.
@@ -782,6 +810,8 @@ impl WorkerBuffer {
             checkpoint_cursor: None,
             checkpoint_retry: Vec::new(),
             checkpoint_writes_in_flight: 0,
+            checkpoint_syncs_in_flight: 0,
+            checkpoint_sync_error: None,
             completions: Vec::with_capacity(io_config.depth as usize),
             load_errors: Vec::new(),
             load_waiters: Vec::new(),
@@ -941,6 +971,7 @@ impl WorkerBuffer {
             return Ok(LoadStart::Busy);
         }
         self.bm.frame_pid[frame as usize].store(pid, Ordering::Release);
+        self.bm.frame_image_seq[frame as usize].store(0, Ordering::Relaxed);
         self.heat_tick_countdown -= 1;
         if self.heat_tick_countdown == 0 {
             self.heat_tick_countdown =
@@ -1056,6 +1087,7 @@ impl WorkerBuffer {
         unsafe { std::ptr::write_bytes(bm.frame_ptr(frame), 0, PAGE_SIZE) };
         bm.frame_pid[frame as usize].store(pid, Ordering::Release);
         bm.frame_dirty[frame as usize].store(true, Ordering::Relaxed);
+        bm.frame_image_seq[frame as usize].store(0, Ordering::Relaxed);
         bm.frame_slot(pid).store(frame + 1, Ordering::Release);
         state
             .0
@@ -1247,6 +1279,13 @@ impl WorkerBuffer {
     }
 
     fn complete(&mut self, c: IoCompletion, wake: &mut dyn FnMut(TaskId)) {
+        if c.user_data & CHECKPOINT_SYNC_TAG != 0 {
+            self.checkpoint_syncs_in_flight -= 1;
+            if let Err(e) = c.result {
+                self.checkpoint_sync_error.get_or_insert(e.to_string());
+            }
+            return;
+        }
         if c.user_data & FLUSH_TAG != 0 {
             // A checkpoint's write of a page that stays in memory.
             let frame = (c.user_data & !FLUSH_TAG) as u32;
@@ -1321,6 +1360,35 @@ impl WorkerBuffer {
         if let Some(task) = waiter {
             wake(task);
         }
+    }
+
+    /// Starts syncing every data device through this worker's channel (a
+    /// checkpoint's finish; the worker goes on running tasks meanwhile).
+    pub fn begin_checkpoint_sync(&mut self) -> Result<()> {
+        debug_assert_eq!(self.checkpoint_syncs_in_flight, 0);
+        self.checkpoint_sync_error = None;
+        for device in 0..self.bm.storage().data_device_count() {
+            // SAFETY: a sync carries no buffer.
+            unsafe {
+                self.channel
+                    .push(IoRequest::sync(device, true, CHECKPOINT_SYNC_TAG))
+            }?;
+            self.checkpoint_syncs_in_flight += 1;
+        }
+        self.channel.submit()?;
+        Ok(())
+    }
+
+    /// The syncs of [`WorkerBuffer::begin_checkpoint_sync`]: None while
+    /// some are in flight, then their outcome.
+    pub fn checkpoint_sync_outcome(&mut self) -> Option<Result<()>> {
+        if self.checkpoint_syncs_in_flight > 0 {
+            return None;
+        }
+        Some(match self.checkpoint_sync_error.take() {
+            None => Ok(()),
+            Some(e) => Err(Error::Failed(format!("syncing the data files: {e}"))),
+        })
     }
 
     /// Starts this worker's part of a checkpoint: every page dirty in its

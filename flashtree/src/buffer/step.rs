@@ -22,7 +22,9 @@
 
 use super::{BufferManager, PageId, WorkerBuffer};
 use crate::io::PAGE_SIZE;
-use crate::wal::format::{GroupParts, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES};
+use crate::wal::format::{
+    GroupParts, PageChange, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
+};
 use std::cell::{Cell, RefCell};
 
 /// Most pages one step may change (a split of every level of a deep tree,
@@ -160,13 +162,15 @@ fn log_held(wb: &mut WorkerBuffer, bm: &BufferManager, step: &Step) -> u64 {
             seq,
         );
     }
-    let images: Vec<(PageId, &[u8; PAGE_SIZE])> = frames
+    let images: Vec<(PageId, PageChange<'_>)> = frames
         .iter()
         // SAFETY: as above; the images are only read until `append` returns.
         .map(|&(pid, frame)| {
-            (pid, unsafe {
-                &*(bm.frame_ptr(frame) as *const [u8; PAGE_SIZE])
-            })
+            bm.set_frame_image_seq(frame, seq);
+            (
+                pid,
+                PageChange::Full(unsafe { &*(bm.frame_ptr(frame) as *const [u8; PAGE_SIZE]) }),
+            )
         })
         .collect();
     let parts = GroupParts {

@@ -20,7 +20,9 @@ use crate::btree::tree;
 use crate::buffer::{GuardX, OpError, PageId, Restart, WorkerBuffer};
 use crate::error::{Error, Result};
 use crate::io::PAGE_SIZE;
-use crate::wal::format::{GroupParts, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES};
+use crate::wal::format::{
+    delta_runs, GroupParts, PageChange, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
+};
 
 /// Most entries in one batch.
 pub const MAX_BATCH_ENTRIES: usize = 4096;
@@ -514,27 +516,57 @@ fn two_mut<T>(items: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
     }
 }
 
-/// Logs the changed leaves as one group; returns its number.
+/// Logs the changed pages as one group; returns its number. A page whose
+/// full image the log holds since the image floor (see
+/// `CheckpointControl::image_floor`) is logged as a delta against its
+/// image before the step; the others as full images.
 fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
+    let floor = wb.manager().wal().checkpoints.image_floor();
     let seq = wb.assign_log_seq();
+    let mut runs: Vec<Option<Vec<(u16, u16)>>> = Vec::new();
     for leaf in held
         .iter_mut()
         .filter(|h| h.before.is_some() || h.allocated)
     {
         crate::buffer::page::set_page_lsn(leaf.guard.page_mut(), seq);
+        let image_seq = leaf.guard.image_seq();
+        runs.push(match &leaf.before {
+            Some(before) if !leaf.allocated && image_seq != 0 && image_seq >= floor => {
+                delta_runs(before, leaf.guard.page())
+            }
+            _ => None,
+        });
     }
-    let images: Vec<(PageId, &[u8; PAGE_SIZE])> = held
+    let changes: Vec<(PageId, PageChange<'_>)> = held
         .iter()
         .filter(|h| h.before.is_some() || h.allocated)
-        .map(|h| (h.guard.pid(), h.guard.page()))
+        .zip(&runs)
+        .map(|(h, runs)| {
+            let page = h.guard.page();
+            let change = match runs {
+                Some(runs) => PageChange::Delta { page, runs },
+                None => PageChange::Full(page),
+            };
+            (h.guard.pid(), change)
+        })
         .collect();
-    debug_assert!(images.len() <= MAX_BATCH_ENTRIES);
+    debug_assert!(changes.len() <= 3 * MAX_BATCH_ENTRIES + 1);
     wb.append_log_group(&GroupParts {
         seq,
         catalog: None,
         freed: &[],
-        pages: &images,
+        pages: &changes,
     });
+    drop(changes);
+    for (leaf, runs) in held
+        .iter_mut()
+        .filter(|h| h.before.is_some() || h.allocated)
+        .zip(&runs)
+    {
+        if runs.is_none() {
+            leaf.guard.set_image_seq(seq);
+        }
+    }
     seq
 }
 

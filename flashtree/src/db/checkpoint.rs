@@ -1,6 +1,5 @@
 //! One worker's part in checkpoints (the protocol: `wal::checkpoint`).
 
-use super::open;
 use crate::buffer::WorkerBuffer;
 use crate::error::Result;
 use crate::wal::checkpoint::Phase;
@@ -18,6 +17,8 @@ pub(crate) struct CheckpointDriver {
     flushing: bool,
     /// This worker finishes the checkpoint.
     finishing: bool,
+    /// The finish's data syncs are in flight.
+    syncing: bool,
 }
 
 impl CheckpointDriver {
@@ -28,6 +29,7 @@ impl CheckpointDriver {
             done_round: 0,
             flushing: false,
             finishing: false,
+            syncing: false,
         }
     }
 
@@ -91,13 +93,24 @@ impl CheckpointDriver {
                     wb.flush_log(true);
                     return false;
                 }
-                self.finishing = false;
-                match finish(wb) {
-                    Ok(()) => control.finish(true),
-                    Err(e) => {
-                        wal.fail(format!("checkpoint: {e}"));
-                        control.finish(false);
+                // The data files' syncs go through this worker's channel,
+                // so its tasks go on committing while the device flushes.
+                if !self.syncing {
+                    if let Err(e) = wb.begin_checkpoint_sync() {
+                        self.fail(wb, e);
+                        return false;
                     }
+                    self.syncing = true;
+                }
+                let synced = match wb.checkpoint_sync_outcome() {
+                    None => return false,
+                    Some(outcome) => outcome,
+                };
+                self.syncing = false;
+                self.finishing = false;
+                match synced.and_then(|()| finish(wb)) {
+                    Ok(()) => control.finish(true),
+                    Err(e) => self.fail(wb, e),
                 }
             }
             _ => {}
@@ -106,13 +119,23 @@ impl CheckpointDriver {
     }
 }
 
-/// Syncs the data files and writes the checkpoint slot; then the logs may
-/// reuse the blocks before their start blocks.
+impl CheckpointDriver {
+    /// The checkpoint failed: the store fails (the previous one holds).
+    fn fail(&mut self, wb: &WorkerBuffer, e: crate::error::Error) {
+        self.syncing = false;
+        self.finishing = false;
+        let wal = wb.manager().wal();
+        wal.fail(format!("checkpoint: {e}"));
+        wal.checkpoints.finish(false);
+    }
+}
+
+/// Writes the checkpoint slot (the data files are synced); then the logs
+/// may reuse the blocks before their start blocks.
 fn finish(wb: &mut WorkerBuffer) -> Result<()> {
     let bm = wb.manager_arc();
     let wal = bm.wal();
     let control = &wal.checkpoints;
-    open::sync_data(bm.storage())?;
     let starts = control.starts();
     let trees = wal
         .catalog

@@ -169,8 +169,11 @@ pub struct DbStats {
     pub log_groups: u64,
     /// Log syncs completed (`fdatasync` of a log file).
     pub log_syncs: u64,
-    /// Log bytes written.
+    /// Log bytes written (whole blocks).
     pub log_bytes: u64,
+    /// Bytes of the records appended to the logs (full page images and
+    /// deltas; `log_bytes` adds the padding of partly filled blocks).
+    pub log_record_bytes: u64,
     /// Checkpoints completed since open (the one written at open counts).
     pub checkpoints: u64,
     /// What recovery did at open.
@@ -560,6 +563,7 @@ impl Db {
             stats.log_groups += w.log_groups.load(Ordering::Relaxed);
             stats.log_syncs += w.log_syncs.load(Ordering::Relaxed);
             stats.log_bytes += w.log_bytes.load(Ordering::Relaxed);
+            stats.log_record_bytes += w.log_record_bytes.load(Ordering::Relaxed);
         }
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         stats.checkpoints = 1 + self.inner.bm.wal().checkpoints.completed();

@@ -412,7 +412,7 @@ fn recover(
             let page: &mut [u8; PAGE_SIZE] = (&mut buf[n * PAGE_SIZE..(n + 1) * PAGE_SIZE])
                 .try_into()
                 .expect("a page");
-            page.copy_from_slice(replay.image(pid));
+            replay.image_into(pid, page);
             seal_page(page, pid);
             n += 1;
         }

@@ -38,6 +38,7 @@ pub(crate) struct WorkerShared {
     pub(crate) log_groups: AtomicU64,
     pub(crate) log_syncs: AtomicU64,
     pub(crate) log_bytes: AtomicU64,
+    pub(crate) log_record_bytes: AtomicU64,
     /// Some task of this worker waits for a commit to become durable:
     /// workers whose log becomes durable wake this one.
     commit_waiting: AtomicBool,
@@ -90,6 +91,8 @@ impl WorkerShared {
             self.log_syncs.store(log.stats.syncs, Ordering::Relaxed);
             self.log_bytes
                 .store(log.stats.blocks_written * 4096, Ordering::Relaxed);
+            self.log_record_bytes
+                .store(log.stats.record_bytes, Ordering::Relaxed);
         }
     }
 }

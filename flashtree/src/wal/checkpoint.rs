@@ -61,6 +61,9 @@ pub struct CheckpointControl {
     /// The two slot files.
     pub slots: Mutex<Option<[PathBuf; 2]>>,
     completed: AtomicU64,
+    /// A page's change may be logged as a delta only if a full image of it
+    /// was logged with a sequence number at least this (see `image_floor`).
+    image_floor: AtomicU64,
 }
 
 impl CheckpointControl {
@@ -76,6 +79,7 @@ impl CheckpointControl {
             last: Mutex::new(Checkpoint::default()),
             slots: Mutex::new(None),
             completed: AtomicU64::new(0),
+            image_floor: AtomicU64::new(u64::MAX),
         }
     }
 
@@ -95,6 +99,8 @@ impl CheckpointControl {
         if c.phase != Phase::Idle {
             return false;
         }
+        // Until round 1 fixes `seq_start`, every change logs a full image.
+        self.image_floor.store(u64::MAX, Ordering::SeqCst);
         c.phase = Phase::Round1;
         c.round += 1;
         c.acks = 0;
@@ -110,6 +116,7 @@ impl CheckpointControl {
         c.acks += 1;
         if c.acks == self.starts.len() {
             c.seq_start = next_seq();
+            self.image_floor.store(c.seq_start, Ordering::SeqCst);
             c.phase = Phase::Round2;
             c.round += 1;
             c.acks = 0;
@@ -149,6 +156,28 @@ impl CheckpointControl {
         if written {
             self.completed.fetch_add(1, Ordering::Relaxed);
         }
+    }
+
+    /// Sets the image floor when the store opens (its groups are numbered
+    /// from `next_seq`, after the start of the checkpoint recovery uses).
+    pub fn set_image_floor_at_open(&self, next_seq: u64) {
+        self.image_floor.store(next_seq.max(1), Ordering::SeqCst);
+    }
+
+    /// The smallest sequence number a page's last full image in the log
+    /// must have for its next change to be logged as a delta.
+    ///
+    /// Recovery starts at the `seq_start` of the last written checkpoint
+    /// and must find a full image of every page a replayed delta changes.
+    /// A worker's groups logged before it acknowledges round 1 of a
+    /// checkpoint number below that checkpoint's `seq_start` (it is read
+    /// at the last acknowledgement), so they are not replayed from it;
+    /// they read a floor at least the previous checkpoint's `seq_start`.
+    /// Groups logged after the acknowledgement read `u64::MAX` (full
+    /// images) until `seq_start` is known, and then `seq_start` or a later
+    /// checkpoint's. The floor only grows, apart from the `u64::MAX` spans.
+    pub fn image_floor(&self) -> u64 {
+        self.image_floor.load(Ordering::SeqCst)
     }
 
     /// Checkpoints completed while the store was open.

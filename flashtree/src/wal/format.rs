@@ -36,7 +36,15 @@
 //! | 20..24 | catalog entry length `c` (0: none) |
 //! | 24.. | catalog entry (`root u64`, then the tree name, `c - 8` bytes) |
 //! | then | `f` freed page ids, u64 each |
-//! | then | `n` × (page id u64, 4096-byte page image) |
+//! | then | `n` page changes |
+//!
+//! A page change is `page id u64 | form u16 | 0 u16 | payload bytes u32 |
+//! payload`. Form 0 is the full 4096-byte image; form 1 a *delta*: runs of
+//! `offset u16 | length u16 | bytes`, which set those bytes of the page as
+//! the group left it. A delta is logged only when a full image of the page
+//! lies after the start of every checkpoint recovery may begin from
+//! (`WalShared::image_floor`), so recovery always finds its base in the
+//! replayed log, and never reads the (possibly torn) disk copy.
 //!
 //! A group is atomic: recovery applies all of it or none of it.
 
@@ -59,8 +67,16 @@ pub const RECORD_HEADER_BYTES: usize = 8;
 pub const GROUP_FIXED_BYTES: usize = 24;
 /// Record kind of a group.
 pub const KIND_GROUP: u8 = 1;
-/// Bytes one page image adds to a group.
-pub const GROUP_PAGE_BYTES: usize = 8 + PAGE_SIZE;
+/// Bytes of a page change's header (page id, form, payload length).
+pub const PAGE_CHANGE_HEADER_BYTES: usize = 16;
+/// Most bytes one page change adds to a group (a full image).
+pub const GROUP_PAGE_BYTES: usize = PAGE_CHANGE_HEADER_BYTES + PAGE_SIZE;
+/// Page change form: the full image.
+pub const FORM_FULL: u16 = 0;
+/// Page change form: runs of changed bytes.
+pub const FORM_DELTA: u16 = 1;
+/// Bytes of a delta run's header (offset, length).
+pub const RUN_HEADER_BYTES: usize = 4;
 /// Largest record body accepted when reading (a bound against garbage).
 pub const MAX_RECORD_BYTES: usize = 64 << 20;
 
@@ -129,8 +145,83 @@ pub struct GroupParts<'a> {
     pub catalog: Option<(PageId, &'a str)>,
     /// Pages freed by the group.
     pub freed: &'a [PageId],
-    /// Page images after the group, by page id.
-    pub pages: &'a [(PageId, &'a [u8; PAGE_SIZE])],
+    /// Pages after the group, by page id.
+    pub pages: &'a [(PageId, PageChange<'a>)],
+}
+
+/// How a group records one page.
+#[derive(Clone, Copy, Debug)]
+pub enum PageChange<'a> {
+    /// The full image.
+    Full(&'a [u8; PAGE_SIZE]),
+    /// The byte ranges `runs` (offset, length) of `page` changed.
+    Delta {
+        /// The page as the group left it.
+        page: &'a [u8; PAGE_SIZE],
+        /// Changed ranges, ascending and disjoint.
+        runs: &'a [(u16, u16)],
+    },
+}
+
+impl PageChange<'_> {
+    /// Bytes of the change's payload.
+    pub fn payload_bytes(&self) -> usize {
+        match self {
+            PageChange::Full(_) => PAGE_SIZE,
+            PageChange::Delta { runs, .. } => runs
+                .iter()
+                .map(|&(_, len)| RUN_HEADER_BYTES + len as usize)
+                .sum(),
+        }
+    }
+}
+
+/// The ranges where `before` and `after` differ, compared 8 bytes at a
+/// time; ranges closer than 16 bytes are joined (a run header costs 4).
+/// None when the delta would not be smaller than half a page: the full
+/// image is logged instead.
+pub fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<Vec<(u16, u16)>> {
+    const WORD: usize = 8;
+    const JOIN_GAP_BYTES: usize = 16;
+    let mut runs: Vec<(u16, u16)> = Vec::new();
+    let mut bytes = 0usize;
+    for (i, (a, b)) in before
+        .chunks_exact(WORD)
+        .zip(after.chunks_exact(WORD))
+        .enumerate()
+    {
+        if a == b {
+            continue;
+        }
+        let at = i * WORD;
+        match runs.last_mut() {
+            Some((start, len)) if at - (*start as usize + *len as usize) < JOIN_GAP_BYTES => {
+                bytes += at + WORD - (*start as usize + *len as usize);
+                *len = (at + WORD - *start as usize) as u16;
+            }
+            _ => {
+                runs.push((at as u16, WORD as u16));
+                bytes += RUN_HEADER_BYTES + WORD;
+            }
+        }
+        if bytes >= PAGE_SIZE / 2 {
+            return None;
+        }
+    }
+    Some(runs)
+}
+
+/// Applies the delta payload `runs` (validated by [`decode_checked_group`])
+/// to `page`.
+pub fn apply_delta(page: &mut [u8; PAGE_SIZE], runs: &[u8]) {
+    let mut at = 0;
+    while at < runs.len() {
+        let offset = u16::from_le_bytes([runs[at], runs[at + 1]]) as usize;
+        let len = u16::from_le_bytes([runs[at + 2], runs[at + 3]]) as usize;
+        at += RUN_HEADER_BYTES;
+        page[offset..offset + len].copy_from_slice(&runs[at..at + len]);
+        at += len;
+    }
 }
 
 impl GroupParts<'_> {
@@ -143,7 +234,11 @@ impl GroupParts<'_> {
         GROUP_FIXED_BYTES
             + self.catalog.map_or(0, |(_, name)| 8 + name.len())
             + 8 * self.freed.len()
-            + GROUP_PAGE_BYTES * self.pages.len()
+            + self
+                .pages
+                .iter()
+                .map(|(_, c)| PAGE_CHANGE_HEADER_BYTES + c.payload_bytes())
+                .sum::<usize>()
     }
 
     /// Encodes the record; `emit` receives its bytes in order, in pieces.
@@ -160,7 +255,7 @@ impl GroupParts<'_> {
         fixed[20..24].copy_from_slice(&(catalog_bytes as u32).to_le_bytes());
         // CRC over the body: crc-fast's digest folds the pieces.
         let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-        let mut pieces: Vec<&[u8]> = Vec::with_capacity(4 + 2 * self.pages.len());
+        let mut pieces: Vec<&[u8]> = Vec::with_capacity(4 + 3 * self.pages.len());
         pieces.push(&fixed);
         let catalog_root;
         if let Some((root, name)) = self.catalog {
@@ -170,10 +265,48 @@ impl GroupParts<'_> {
         }
         let freed: Vec<u8> = self.freed.iter().flat_map(|p| p.to_le_bytes()).collect();
         pieces.push(&freed);
-        let pids: Vec<[u8; 8]> = self.pages.iter().map(|(p, _)| p.to_le_bytes()).collect();
-        for (i, (_, image)) in self.pages.iter().enumerate() {
-            pieces.push(&pids[i]);
-            pieces.push(&image[..]);
+        let headers: Vec<[u8; PAGE_CHANGE_HEADER_BYTES]> = self
+            .pages
+            .iter()
+            .map(|(pid, change)| {
+                let mut h = [0u8; PAGE_CHANGE_HEADER_BYTES];
+                h[0..8].copy_from_slice(&pid.to_le_bytes());
+                let form = match change {
+                    PageChange::Full(_) => FORM_FULL,
+                    PageChange::Delta { .. } => FORM_DELTA,
+                };
+                h[8..10].copy_from_slice(&form.to_le_bytes());
+                h[12..16].copy_from_slice(&(change.payload_bytes() as u32).to_le_bytes());
+                h
+            })
+            .collect();
+        let run_headers: Vec<Vec<[u8; RUN_HEADER_BYTES]>> = self
+            .pages
+            .iter()
+            .map(|(_, change)| match change {
+                PageChange::Full(_) => Vec::new(),
+                PageChange::Delta { runs, .. } => runs
+                    .iter()
+                    .map(|&(offset, len)| {
+                        let mut h = [0u8; RUN_HEADER_BYTES];
+                        h[0..2].copy_from_slice(&offset.to_le_bytes());
+                        h[2..4].copy_from_slice(&len.to_le_bytes());
+                        h
+                    })
+                    .collect(),
+            })
+            .collect();
+        for (i, (_, change)) in self.pages.iter().enumerate() {
+            pieces.push(&headers[i]);
+            match change {
+                PageChange::Full(image) => pieces.push(&image[..]),
+                PageChange::Delta { page, runs } => {
+                    for (j, &(offset, len)) in runs.iter().enumerate() {
+                        pieces.push(&run_headers[i][j]);
+                        pieces.push(&page[offset as usize..offset as usize + len as usize]);
+                    }
+                }
+            }
         }
         for piece in &pieces {
             digest.update(piece);
@@ -198,17 +331,27 @@ pub struct Group<'a> {
     pub catalog: Option<(PageId, String)>,
     /// Freed page ids.
     pub freed: Vec<PageId>,
-    /// Offsets (within the body) and page ids of the page images.
-    pub pages: Vec<(PageId, usize)>,
+    /// Page ids and where their changes lie in the body.
+    pub pages: Vec<(PageId, PageForm)>,
     /// The body.
     pub body: &'a [u8],
 }
 
-impl Group<'_> {
-    /// The image of the `i`-th page.
-    pub fn image(&self, i: usize) -> &[u8; PAGE_SIZE] {
-        let at = self.pages[i].1;
-        self.body[at..at + PAGE_SIZE].try_into().expect("a page")
+/// Where a decoded page change lies in its group's body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PageForm {
+    /// The full image at this offset.
+    Full(usize),
+    /// Delta runs at (offset, bytes).
+    Delta(usize, usize),
+}
+
+impl PageForm {
+    /// Offset of the payload in the body.
+    pub fn offset(&self) -> usize {
+        match *self {
+            PageForm::Full(at) | PageForm::Delta(at, _) => at,
+        }
     }
 }
 
@@ -231,11 +374,10 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
     let seq = u64_at(body, 8);
     let freed_count = u32_at(body, 16) as usize;
     let catalog_bytes = u32_at(body, 20) as usize;
-    let expected = GROUP_FIXED_BYTES
+    let fixed_end = GROUP_FIXED_BYTES
         .checked_add(catalog_bytes)
-        .and_then(|n| n.checked_add(freed_count.checked_mul(8)?))
-        .and_then(|n| n.checked_add(page_count.checked_mul(GROUP_PAGE_BYTES)?));
-    if expected != Some(body.len()) || (catalog_bytes != 0 && catalog_bytes < 9) {
+        .and_then(|n| n.checked_add(freed_count.checked_mul(8)?));
+    if fixed_end.is_none_or(|n| n > body.len()) || (catalog_bytes != 0 && catalog_bytes < 9) {
         return Err(bad("lengths disagree"));
     }
     let mut at = GROUP_FIXED_BYTES;
@@ -251,12 +393,34 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
     };
     let freed = (0..freed_count).map(|i| u64_at(body, at + 8 * i)).collect();
     at += 8 * freed_count;
-    let pages = (0..page_count)
-        .map(|i| {
-            let start = at + i * GROUP_PAGE_BYTES;
-            (u64_at(body, start), start + 8)
-        })
-        .collect();
+    if page_count > (body.len() - at) / PAGE_CHANGE_HEADER_BYTES {
+        return Err(bad("lengths disagree"));
+    }
+    let mut pages = Vec::with_capacity(page_count);
+    for _ in 0..page_count {
+        if body.len() - at < PAGE_CHANGE_HEADER_BYTES {
+            return Err(bad("lengths disagree"));
+        }
+        let pid = u64_at(body, at);
+        let form = u16::from_le_bytes([body[at + 8], body[at + 9]]);
+        let payload = u32_at(body, at + 12) as usize;
+        at += PAGE_CHANGE_HEADER_BYTES;
+        if body.len() - at < payload {
+            return Err(bad("lengths disagree"));
+        }
+        match form {
+            FORM_FULL if payload == PAGE_SIZE => pages.push((pid, PageForm::Full(at))),
+            FORM_DELTA => {
+                check_runs(&body[at..at + payload]).map_err(|()| bad("bad delta runs"))?;
+                pages.push((pid, PageForm::Delta(at, payload)));
+            }
+            _ => return Err(bad("unknown page change")),
+        }
+        at += payload;
+    }
+    if at != body.len() {
+        return Err(bad("lengths disagree"));
+    }
     Ok(Group {
         seq,
         catalog,
@@ -266,10 +430,28 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
     })
 }
 
+/// Checks that delta runs lie within a page and fill their payload.
+fn check_runs(runs: &[u8]) -> std::result::Result<(), ()> {
+    let mut at = 0;
+    while at < runs.len() {
+        if runs.len() - at < RUN_HEADER_BYTES {
+            return Err(());
+        }
+        let offset = u16::from_le_bytes([runs[at], runs[at + 1]]) as usize;
+        let len = u16::from_le_bytes([runs[at + 2], runs[at + 3]]) as usize;
+        at += RUN_HEADER_BYTES;
+        if offset + len > PAGE_SIZE || runs.len() - at < len {
+            return Err(());
+        }
+        at += len;
+    }
+    Ok(())
+}
+
 /// Magic of checkpoint slots.
 pub const CHECKPOINT_MAGIC: &[u8; 4] = b"FTCK";
 /// Format version of checkpoint slots.
-pub const CHECKPOINT_VERSION: u32 = 1;
+pub const CHECKPOINT_VERSION: u32 = 2;
 /// Flag: a session without a log (`Durability::None`) had the store open.
 pub const FLAG_UNLOGGED_OPEN: u32 = 1;
 
@@ -420,7 +602,21 @@ mod tests {
     #[test]
     fn groups_round_trip_and_reject_damage() {
         let image = Box::new([3u8; PAGE_SIZE]);
-        let pages = [(5u64, &*image), (9u64, &*image)];
+        let mut after = image.clone();
+        after[100..103].copy_from_slice(&[7, 8, 9]);
+        after[4000] = 1;
+        let runs = delta_runs(&image, &after).unwrap();
+        assert_eq!(runs, vec![(96, 8), (4000, 8)]);
+        let pages = [
+            (5u64, PageChange::Full(&image)),
+            (
+                9u64,
+                PageChange::Delta {
+                    page: &after,
+                    runs: &runs,
+                },
+            ),
+        ];
         let parts = GroupParts {
             seq: 77,
             catalog: Some((5, "users")),
@@ -437,7 +633,18 @@ mod tests {
         assert_eq!(group.catalog, Some((5, "users".to_string())));
         assert_eq!(group.freed, vec![11, 12]);
         assert_eq!(group.pages.len(), 2);
-        assert_eq!(group.image(1)[100], 3);
+        assert_eq!(
+            group.pages[0],
+            (5, PageForm::Full(group.pages[0].1.offset()))
+        );
+        let PageForm::Delta(at, delta_bytes) = group.pages[1].1 else {
+            panic!("a delta")
+        };
+        assert_eq!(delta_bytes, 2 * (RUN_HEADER_BYTES + 8));
+        let mut replayed = image.clone();
+        apply_delta(&mut replayed, &group.body[at..at + delta_bytes]);
+        assert_eq!(replayed, after);
+        assert!(delta_runs(&image, &Box::new([4u8; PAGE_SIZE])).is_none());
         let mut damaged = bytes.clone();
         damaged[200] ^= 1;
         assert!(decode_group(&damaged[8..8 + len], crc).is_err());

@@ -18,8 +18,8 @@
 //!   same checkpoint and logs, and writes the same pages.
 
 use super::format::{
-    decode_checked_group, decode_group, open_block, Checkpoint, BLOCK_BYTES, BLOCK_HEADER_BYTES,
-    MAX_RECORD_BYTES, RECORD_HEADER_BYTES,
+    apply_delta, decode_checked_group, decode_group, open_block, Checkpoint, PageForm, BLOCK_BYTES,
+    BLOCK_HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEADER_BYTES,
 };
 use crate::buffer::PageId;
 use crate::error::{Error, Result};
@@ -62,9 +62,9 @@ pub struct Replay {
     pub groups_dropped: u64,
     /// Log bytes read.
     pub log_bytes: u64,
-    /// The newest image of every page the applied groups changed: its
-    /// group's number, and where it lies (index in `bodies`, offset).
-    pub images: HashMap<PageId, (u64, usize, usize)>,
+    /// Every page the applied groups changed: its last full image and the
+    /// deltas after it.
+    pub images: HashMap<PageId, PageReplay>,
     /// The bodies of the applied groups.
     pub bodies: Vec<Vec<u8>>,
     /// The catalog after the applied groups.
@@ -75,13 +75,27 @@ pub struct Replay {
     pub next_pid: PageId,
 }
 
+/// Where the applied groups left one page: (index in `Replay::bodies`,
+/// offset) of its last full image, and (body, offset, bytes) of the delta
+/// runs after it, in log order.
+#[derive(Debug)]
+pub struct PageReplay {
+    /// The number of the last group that changed the page.
+    pub seq: u64,
+    base: (usize, usize),
+    deltas: Vec<(usize, usize, usize)>,
+}
+
 impl Replay {
-    /// The newest image of page `pid` (one of `images`' keys).
-    pub fn image(&self, pid: PageId) -> &[u8; PAGE_SIZE] {
-        let (_, body, offset) = self.images[&pid];
-        self.bodies[body][offset..offset + PAGE_SIZE]
-            .try_into()
-            .expect("a page")
+    /// Writes the page `pid` (one of `images`' keys) as the applied groups
+    /// left it into `out`.
+    pub fn image_into(&self, pid: PageId, out: &mut [u8; PAGE_SIZE]) {
+        let page = &self.images[&pid];
+        let (body, offset) = page.base;
+        out.copy_from_slice(&self.bodies[body][offset..offset + PAGE_SIZE]);
+        for &(body, offset, bytes) in &page.deltas {
+            apply_delta(out, &self.bodies[body][offset..offset + bytes]);
+        }
     }
 }
 
@@ -288,10 +302,32 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
             replay.next_pid = replay.next_pid.max(pid + 1);
         }
         let body_index = replay.bodies.len();
-        for &(pid, offset) in &group.pages {
+        for &(pid, form) in &group.pages {
             free.remove(&pid);
             replay.next_pid = replay.next_pid.max(pid + 1);
-            replay.images.insert(pid, (seq, body_index, offset));
+            match form {
+                PageForm::Full(offset) => {
+                    let page = replay.images.entry(pid).or_insert(PageReplay {
+                        seq,
+                        base: (body_index, offset),
+                        deltas: Vec::new(),
+                    });
+                    page.seq = seq;
+                    page.base = (body_index, offset);
+                    page.deltas.clear();
+                }
+                PageForm::Delta(offset, bytes) => match replay.images.get_mut(&pid) {
+                    Some(page) => {
+                        page.seq = seq;
+                        page.deltas.push((body_index, offset, bytes));
+                    }
+                    None => {
+                        return Err(Error::Corrupt(format!(
+                            "log group {seq} changes page {pid} by a delta, but no full image of the page precedes it since the checkpoint"
+                        )))
+                    }
+                },
+            }
         }
         drop(group);
         replay.bodies.push(found.body);
