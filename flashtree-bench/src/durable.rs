@@ -40,7 +40,7 @@ pub struct CommitArgs {
     pub open_loop_fraction: f64,
     /// Tasks of the open loop (each waits, yielding, for its commits'
     /// scheduled times; more tasks than commits in flight only spin).
-    #[arg(long, default_value_t = 32)]
+    #[arg(long, default_value_t = 256)]
     pub open_loop_tasks: usize,
     /// Buffer pool.
     #[arg(long, default_value = "128MiB")]

@@ -72,6 +72,8 @@ const WRITE_TAG: u64 = 1 << 63;
 /// Bit of a request's user_data marking the write of a page that stays in
 /// memory (close, checkpoints).
 const FLUSH_TAG: u64 = 1 << 62;
+/// Most page writes of a checkpoint in flight per worker.
+const CHECKPOINT_WRITES_IN_FLIGHT: usize = 16;
 /// Bit of a request's user_data marking a checkpoint's sync of a data
 /// device.
 const CHECKPOINT_SYNC_TAG: u64 = 1 << 60;
@@ -1407,8 +1409,15 @@ impl WorkerBuffer {
     pub fn checkpoint_flush_step(&mut self) -> bool {
         let bm = self.bm.clone();
         let durable_below = bm.wal.durable_below();
-        // Keep room for the tasks' reads and the log.
-        let budget = self.channel.free().saturating_sub(16);
+        // Keep room for the tasks' reads and the log; few writes at once,
+        // as a page stays latched while its write is queued: a deep queue
+        // of them would stall the commits that change those pages, and the
+        // log writes queued behind them.
+        let budget = self
+            .channel
+            .free()
+            .saturating_sub(16)
+            .min(CHECKPOINT_WRITES_IN_FLIGHT.saturating_sub(self.checkpoint_writes_in_flight));
         let mut pushed = 0;
         let mut retry = std::mem::take(&mut self.checkpoint_retry).into_iter();
         let mut next_retry = Vec::new();

@@ -99,8 +99,13 @@ impl Replay {
     }
 }
 
+/// Windows the read-ahead thread of [`scan_log`] may hold ready.
+const SCAN_READ_AHEAD_WINDOWS: usize = 2;
+
 /// Reads log `log` (of `epoch`) from its start block and returns its
-/// groups in log order; `progress` gets bytes read so far.
+/// groups in log order; `progress` gets bytes read so far. A scoped
+/// thread reads the next windows while this one parses (open only; it
+/// ends with the scan).
 pub fn scan_log(
     storage: &Arc<Storage>,
     log_index: usize,
@@ -108,28 +113,22 @@ pub fn scan_log(
     epoch: u64,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Vec<FoundGroup>, u64)> {
-    let mut channel = IoChannel::new(
-        storage.clone(),
-        &IoConfig {
-            backend: BackendKind::Sync,
-            depth: 2,
-            ..IoConfig::default()
-        },
-    )?;
-    let mut buf = AlignedBuf::new(SCAN_READ_BLOCKS as usize * BLOCK_BYTES);
-    let mut stream: Vec<u8> = Vec::new();
-    let mut groups = Vec::new();
-    let mut block = log.start_block;
-    let mut bytes_read = 0u64;
-    // (first block number in buf, blocks in buf)
-    let mut window: (u64, u64) = (0, 0);
+    let new_channel = || {
+        IoChannel::new(
+            storage.clone(),
+            &IoConfig {
+                backend: BackendKind::Sync,
+                depth: 2,
+                ..IoConfig::default()
+            },
+        )
+    };
     let path = storage.device_path(log.device).display().to_string();
     let read_window = |channel: &mut IoChannel, buf: &mut AlignedBuf, first: u64| -> Result<u64> {
-        let position = first % log.file_blocks;
-        let n = SCAN_READ_BLOCKS.min(log.file_blocks - position);
+        let n = read_window_len(log, first);
         let req = IoRequest::read_file(
             log.device,
-            position * BLOCK_BYTES as u64,
+            (first % log.file_blocks) * BLOCK_BYTES as u64,
             buf.as_mut_ptr(),
             (n as usize * BLOCK_BYTES) as u32,
             0,
@@ -141,29 +140,86 @@ pub fn scan_log(
         done.pop().expect("one completion").result?;
         Ok(n)
     };
-    let end_block = loop {
-        if block < window.0 || block >= window.0 + window.1 {
-            let n = read_window(&mut channel, &mut buf, block)?;
-            window = (block, n);
-            bytes_read += n * BLOCK_BYTES as u64;
-            progress(bytes_read);
+    let mut channel = new_channel()?;
+    let mut buf = AlignedBuf::new(SCAN_READ_BLOCKS as usize * BLOCK_BYTES);
+    let mut stream: Vec<u8> = Vec::new();
+    let mut groups = Vec::new();
+    let mut block = log.start_block;
+    let mut bytes_read = 0u64;
+    let end_block = std::thread::scope(|scope| -> Result<u64> {
+        // Windows in order from the start block: (first block, blocks, buffer).
+        let (ready_tx, ready_rx) = std::sync::mpsc::sync_channel::<Result<(u64, u64, AlignedBuf)>>(
+            SCAN_READ_AHEAD_WINDOWS,
+        );
+        let (spare_tx, spare_rx) = std::sync::mpsc::channel::<AlignedBuf>();
+        for _ in 0..SCAN_READ_AHEAD_WINDOWS + 1 {
+            spare_tx
+                .send(AlignedBuf::new(SCAN_READ_BLOCKS as usize * BLOCK_BYTES))
+                .expect("receiver alive");
         }
-        let at = ((block - window.0) as usize) * BLOCK_BYTES;
-        let bytes = &buf[at..at + BLOCK_BYTES];
-        match open_block(bytes) {
-            Some(h) if h.epoch == epoch && h.block_no == block => {
-                stream.extend_from_slice(
-                    &bytes[BLOCK_HEADER_BYTES..BLOCK_HEADER_BYTES + h.used as usize],
-                );
-                take_records(&mut stream, log_index, &mut groups, &path, block)?;
-                block += 1;
+        let read_window = &read_window;
+        let reader = scope.spawn(move || {
+            let mut channel = match new_channel() {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e));
+                    return;
+                }
+            };
+            let mut first = log.start_block;
+            // The whole ring at most.
+            while first - log.start_block < log.file_blocks {
+                let Ok(mut window) = spare_rx.recv() else {
+                    return; // the scan ended
+                };
+                let read = read_window(&mut channel, &mut window, first);
+                let failed = read.is_err();
+                if ready_tx.send(read.map(|n| (first, n, window))).is_err() || failed {
+                    return;
+                }
+                first += read_window_len(log, first);
             }
-            _ => break block,
-        }
-        if block - log.start_block >= log.file_blocks {
-            break block; // read the whole ring
-        }
-    };
+        });
+        let mut window: Option<(u64, u64, AlignedBuf)> = None;
+        let end = loop {
+            let in_window = window
+                .as_ref()
+                .is_some_and(|&(first, n, _)| block >= first && block < first + n);
+            if !in_window {
+                if let Some((_, _, old)) = window.take() {
+                    let _ = spare_tx.send(old);
+                }
+                let next = ready_rx
+                    .recv()
+                    .map_err(|_| Error::Corrupt(format!("log {path}: read-ahead ended early")))??;
+                debug_assert!(block >= next.0 && block < next.0 + next.1);
+                bytes_read += next.1 * BLOCK_BYTES as u64;
+                progress(bytes_read);
+                window = Some(next);
+            }
+            let (first, _, buf) = window.as_ref().expect("a window");
+            let at = ((block - first) as usize) * BLOCK_BYTES;
+            let bytes = &buf[at..at + BLOCK_BYTES];
+            match open_block(bytes) {
+                Some(h) if h.epoch == epoch && h.block_no == block => {
+                    stream.extend_from_slice(
+                        &bytes[BLOCK_HEADER_BYTES..BLOCK_HEADER_BYTES + h.used as usize],
+                    );
+                    take_records(&mut stream, log_index, &mut groups, &path, block)?;
+                    block += 1;
+                }
+                _ => break block,
+            }
+            if block - log.start_block >= log.file_blocks {
+                break block; // read the whole ring
+            }
+        };
+        // Stop the reader: it waits for a spare buffer or a free slot.
+        drop(spare_tx);
+        drop(ready_rx);
+        reader.join().expect("log read-ahead thread");
+        Ok(end)
+    })?;
     check_tail(
         storage,
         log,
@@ -174,6 +230,12 @@ pub fn scan_log(
         &path,
     )?;
     Ok((groups, bytes_read))
+}
+
+/// Blocks of the read window starting at block `first` (it ends at the
+/// end of the file).
+fn read_window_len(log: &LogFile, first: u64) -> u64 {
+    SCAN_READ_BLOCKS.min(log.file_blocks - first % log.file_blocks)
 }
 
 /// Moves the complete records at the front of `stream` into `groups`.
