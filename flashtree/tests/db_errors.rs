@@ -476,3 +476,27 @@ fn opening_a_missing_store_without_create_if_missing_names_it() {
     expect_invalid(Db::open(&path, options), "no store at");
     assert!(!path.exists(), "a failed open created the directory");
 }
+
+#[test]
+fn a_checkpoint_slot_of_another_format_version_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    make_store(dir.path(), 100);
+    let mut changed = 0;
+    for slot in ["data.ft.ckpt0", "data.ft.ckpt1"] {
+        let path = dir.path().join(slot);
+        let Ok(mut bytes) = std::fs::read(&path) else {
+            continue;
+        };
+        if bytes.len() < 16 || &bytes[4..8] != b"FTCK" {
+            continue;
+        }
+        bytes[8..12].copy_from_slice(&1u32.to_le_bytes());
+        let len = u32::from_le_bytes(bytes[12..16].try_into().unwrap()) as usize;
+        let crc = crc32c_reference(&bytes[4..len]);
+        bytes[0..4].copy_from_slice(&crc.to_le_bytes());
+        std::fs::write(&path, &bytes).unwrap();
+        changed += 1;
+    }
+    assert!(changed > 0, "no checkpoint slot found");
+    expect_invalid(Db::open(dir.path(), tiny(1, 32)), "format version 1");
+}

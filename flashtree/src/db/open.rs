@@ -30,7 +30,9 @@ use crate::io::{
     AlignedBuf, BackendKind, IoChannel, IoConfig, IoRequest, Storage, StorageConfig, StoreLock,
     Vfs, PAGE_SIZE,
 };
-use crate::wal::format::{Checkpoint, BLOCK_BYTES, FLAG_UNLOGGED_OPEN};
+use crate::wal::format::{
+    Checkpoint, BLOCK_BYTES, CHECKPOINT_MAGIC, CHECKPOINT_VERSION, FLAG_UNLOGGED_OPEN,
+};
 use crate::wal::recovery::{self, LogFile};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -99,6 +101,19 @@ pub(crate) fn read_checkpoint(vfs: &Vfs, files: &StoreFiles) -> Result<Option<Ch
     let mut best: Option<Checkpoint> = None;
     for slot in &files.slots {
         if let Some(bytes) = vfs.read_all(slot)? {
+            let version = bytes
+                .get(8..12)
+                .map(|v| u32::from_le_bytes(v.try_into().expect("4 bytes")));
+            if bytes.get(4..8) == Some(&CHECKPOINT_MAGIC[..])
+                && version.is_some_and(|v| v != CHECKPOINT_VERSION)
+                && Checkpoint::decode_any_version(&bytes)
+            {
+                return Err(Error::InvalidArgument(format!(
+                    "{}: checkpoint format version {}; this build reads version {CHECKPOINT_VERSION} (the store was written by another flashtree version)",
+                    slot.display(),
+                    version.expect("read")
+                )));
+            }
             if let Some(c) = Checkpoint::decode(&bytes) {
                 if best.as_ref().is_none_or(|b| c.number > b.number) {
                     best = Some(c);

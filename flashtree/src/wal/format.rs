@@ -522,6 +522,16 @@ impl Checkpoint {
         out
     }
 
+    /// True when `bytes` pass the slot's checksum whatever their version
+    /// (to tell another format version from damage).
+    pub fn decode_any_version(bytes: &[u8]) -> bool {
+        if bytes.len() < 16 {
+            return false;
+        }
+        let len = u32_at(bytes, 12) as usize;
+        len >= 16 && len <= bytes.len() && u32_at(bytes, 0) == crc32c(&bytes[4..len])
+    }
+
     /// Decodes a slot; None when it is empty, torn or not a slot.
     pub fn decode(bytes: &[u8]) -> Option<Checkpoint> {
         if bytes.len() < CHECKPOINT_FIXED_BYTES || &bytes[4..8] != CHECKPOINT_MAGIC {
