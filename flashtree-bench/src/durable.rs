@@ -69,6 +69,10 @@ struct CommitRow {
     lat_us_p99: f64,
     lat_us_p999: f64,
     cpu_us_per_commit: f64,
+    /// Log record bytes per commit (full page images and deltas).
+    log_bytes_per_commit: f64,
+    /// Checkpoints completed during the phase.
+    checkpoints: u64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -184,6 +188,9 @@ fn commit_phase(
         lat_us_p99: us(0.99),
         lat_us_p999: us(0.999),
         cpu_us_per_commit: cpu_s * 1e6 / commits.max(1) as f64,
+        log_bytes_per_commit: (after.log_record_bytes - before.log_record_bytes) as f64
+            / commits.max(1) as f64,
+        checkpoints: after.checkpoints - before.checkpoints,
     })
 }
 
@@ -236,6 +243,8 @@ fn device_write_sync(dir: &Path, seconds: f64) -> Result<CommitRow, String> {
         lat_us_p99: us(0.99),
         lat_us_p999: us(0.999),
         cpu_us_per_commit: cpu_s * 1e6 / h.len().max(1) as f64,
+        log_bytes_per_commit: 4096.0,
+        checkpoints: 0,
     })
 }
 
@@ -305,7 +314,7 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
         );
     } else {
         println!(
-            "{:<30} {:>6} {:>11} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9}",
+            "{:<30} {:>6} {:>11} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9} {:>10} {:>6}",
             "phase",
             "tasks",
             "commits/s",
@@ -314,11 +323,13 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
             "p50 µs",
             "p99 µs",
             "p99.9 µs",
-            "CPU µs"
+            "CPU µs",
+            "log B/cmt",
+            "ckpts"
         );
         for r in &rows {
             println!(
-                "{:<30} {:>6} {:>11.0} {:>10.0} {:>10.1} {:>9.0} {:>9.0} {:>10.0} {:>9.1}",
+                "{:<30} {:>6} {:>11.0} {:>10.0} {:>10.1} {:>9.0} {:>9.0} {:>10.0} {:>9.1} {:>10.0} {:>6}",
                 r.phase,
                 r.tasks,
                 r.commits_per_sec,
@@ -327,7 +338,9 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
                 r.lat_us_p50,
                 r.lat_us_p99,
                 r.lat_us_p999,
-                r.cpu_us_per_commit
+                r.cpu_us_per_commit,
+                r.log_bytes_per_commit,
+                r.checkpoints
             );
         }
         println!(

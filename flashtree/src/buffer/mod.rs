@@ -72,6 +72,8 @@ const WRITE_TAG: u64 = 1 << 63;
 /// Bit of a request's user_data marking the write of a page that stays in
 /// memory (close, checkpoints).
 const FLUSH_TAG: u64 = 1 << 62;
+/// Most frames a checkpoint's page pass looks at per worker loop.
+const CHECKPOINT_FRAMES_PER_STEP: usize = 256;
 /// Most page writes of a checkpoint in flight per worker.
 const CHECKPOINT_WRITES_IN_FLIGHT: usize = 16;
 /// Bit of a request's user_data marking a checkpoint's sync of a data
@@ -1419,9 +1421,14 @@ impl WorkerBuffer {
             .saturating_sub(16)
             .min(CHECKPOINT_WRITES_IN_FLIGHT.saturating_sub(self.checkpoint_writes_in_flight));
         let mut pushed = 0;
+        let mut examined = 0;
         let mut retry = std::mem::take(&mut self.checkpoint_retry).into_iter();
         let mut next_retry = Vec::new();
-        while pushed < budget {
+        // Bounded work per loop: pages changed by recent groups wait for
+        // the log and come back to the retry list; scanning all of them at
+        // every loop would slow the worker's tasks and I/O.
+        while pushed < budget && examined < CHECKPOINT_FRAMES_PER_STEP {
+            examined += 1;
             let frame = match retry.next() {
                 Some(frame) => frame,
                 None => match self.checkpoint_cursor {

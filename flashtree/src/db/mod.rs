@@ -84,7 +84,7 @@ pub struct Options {
     /// Create the store when there is none (default true). Without it,
     /// opening a path with no store is an error.
     pub create_if_missing: bool,
-    /// Bytes of each worker's log file (default 64 MiB; at least 1 MiB).
+    /// Bytes of each worker's log file (default 256 MiB; at least 1 MiB).
     /// A ring: the space before the last checkpoint is reused.
     pub wal_bytes_per_worker: u64,
     /// Bytes of each worker's in-memory log buffer (default 8 MiB): the
@@ -137,9 +137,9 @@ impl Default for Options {
             direct_io: true,
             durability: Durability::Sync,
             create_if_missing: true,
-            wal_bytes_per_worker: 64 << 20,
+            wal_bytes_per_worker: 256 << 20,
             wal_buffer_bytes: 8 << 20,
-            checkpoint_log_bytes: 16 << 20,
+            checkpoint_log_bytes: 64 << 20,
             vfs: Vfs::Os,
             recovery_progress: None,
         }
