@@ -38,8 +38,8 @@ pub struct CommitArgs {
     /// The open loop's rate as a fraction of the best closed-loop rate.
     #[arg(long, default_value_t = 0.5)]
     pub open_loop_fraction: f64,
-    /// Tasks of the open loop (each waits, yielding, for its commits'
-    /// scheduled times; more tasks than commits in flight only spin).
+    /// Tasks of the open loop (each sleeps until its next commit's
+    /// scheduled time; more tasks than commits in flight only sleep).
     #[arg(long, default_value_t = 256)]
     pub open_loop_tasks: usize,
     /// Buffer pool.
@@ -106,6 +106,7 @@ fn commit_phase(
     let before = db.stats();
     let cpu_before = process_cpu_s();
     let start = Instant::now();
+    let deadline = start + Duration::from_secs_f64(args.seconds);
     let keys = args.keys;
     let bar = progress_bar((args.seconds * 10.0) as u64, phase);
     std::thread::scope(|scope| {
@@ -134,9 +135,12 @@ fn commit_phase(
                         let t0 = match rate_per_sec {
                             Some(rate) => {
                                 let due = start + Duration::from_secs_f64(n as f64 / rate);
-                                while Instant::now() < due && !stop.load(Ordering::Relaxed) {
-                                    flashtree::sched::yield_now().await;
+                                // Past the phase's end: stop (a sleeping task
+                                // would not see `stop`).
+                                if due > deadline {
+                                    break;
                                 }
+                                flashtree::sched::sleep_until(due).await;
                                 due
                             }
                             None => Instant::now(),

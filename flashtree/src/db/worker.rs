@@ -352,6 +352,7 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         for job in jobs.drain(..) {
             job(&mut exec);
         }
+        exec.fire_timers();
         exec.run_ready();
         // SAFETY: no task is running; the loop is the only user now.
         let wb = unsafe { &mut *wb_ptr };
@@ -398,6 +399,15 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         {
             // Commits wait for another worker's log.
             me.sleep_briefly(COMMIT_WAIT_SLEEP);
+        } else if exec.ready_count() == 0 && wb.io_in_flight() == 0 {
+            if let Some(deadline) = exec.next_timer() {
+                // Tasks sleep (`sched::sleep_until`): so does the worker,
+                // until the first deadline, a job or a wake.
+                let wait = deadline.saturating_duration_since(std::time::Instant::now());
+                if !wait.is_zero() && !checkpoints.needs_me(wb) {
+                    me.sleep_briefly(wait);
+                }
+            }
         }
     }
     // SAFETY: all tasks are done; reclaim the box made above.
@@ -426,7 +436,8 @@ fn step_io(wb: &mut WorkerBuffer, exec: &mut Executor) -> Result<()> {
     // completion only: what they wait for may come from another worker.
     let block = if wb.io_in_flight() == 0 {
         Block::No
-    } else if exec.ready_count() == 0 && wb.load_waiter_count() == 0 {
+    } else if exec.ready_count() == 0 && wb.load_waiter_count() == 0 && exec.next_timer().is_none()
+    {
         Block::Batch
     } else if exec.ready_count() == 0 || exec.only_busy_waiters_ready() {
         Block::One

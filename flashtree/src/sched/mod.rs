@@ -11,12 +11,15 @@
 //! polls them. Wakers are not used inside the engine: every wake-up comes
 //! from this worker's own loop, so no cross-thread signalling is needed.
 
-use std::cell::Cell;
-use std::collections::VecDeque;
+use std::cell::{Cell, RefCell};
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::rc::Rc;
 use std::task::{Context, Poll, Waker};
+use std::time::Instant;
 
 /// Index of a task in its worker's task table.
 pub type TaskId = u32;
@@ -25,6 +28,91 @@ thread_local! {
     static CURRENT_TASK: Cell<Option<TaskId>> = const { Cell::new(None) };
     static PARKED: Cell<bool> = const { Cell::new(false) };
     static BUSY_WAIT: Cell<bool> = const { Cell::new(false) };
+    /// Timers of this thread's executor, earliest first.
+    static TIMERS: RefCell<BinaryHeap<Reverse<Timer>>> = const { RefCell::new(BinaryHeap::new()) };
+    static NEXT_TIMER_TOKEN: Cell<u64> = const { Cell::new(0) };
+}
+
+/// A task parked until `deadline`; `live` is cleared when the timer fired
+/// or its future was dropped.
+struct Timer {
+    deadline: Instant,
+    token: u64,
+    task: TaskId,
+    live: Rc<Cell<bool>>,
+}
+
+impl PartialEq for Timer {
+    fn eq(&self, other: &Timer) -> bool {
+        (self.deadline, self.token) == (other.deadline, other.token)
+    }
+}
+impl Eq for Timer {}
+impl PartialOrd for Timer {
+    fn partial_cmp(&self, other: &Timer) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Timer {
+    fn cmp(&self, other: &Timer) -> std::cmp::Ordering {
+        (self.deadline, self.token).cmp(&(other.deadline, other.token))
+    }
+}
+
+/// Parks the running task until `deadline` (the worker loop wakes it, and
+/// meanwhile sleeps or waits for I/O instead of polling it). The wake may
+/// come late by up to one I/O completion's wait when I/O is in flight.
+pub fn sleep_until(deadline: Instant) -> SleepUntil {
+    SleepUntil {
+        deadline,
+        live: None,
+    }
+}
+
+/// See [`sleep_until`].
+pub struct SleepUntil {
+    deadline: Instant,
+    live: Option<Rc<Cell<bool>>>,
+}
+
+impl Future for SleepUntil {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        if Instant::now() >= self.deadline {
+            if let Some(live) = self.live.take() {
+                live.set(false);
+            }
+            return Poll::Ready(());
+        }
+        let task = current_task().expect("sleep_until polled outside a task");
+        if !self.live.as_ref().is_some_and(|live| live.get()) {
+            let live = Rc::new(Cell::new(true));
+            let token = NEXT_TIMER_TOKEN.with(|t| {
+                let token = t.get();
+                t.set(token + 1);
+                token
+            });
+            TIMERS.with(|timers| {
+                timers.borrow_mut().push(Reverse(Timer {
+                    deadline: self.deadline,
+                    token,
+                    task,
+                    live: live.clone(),
+                }))
+            });
+            self.live = Some(live);
+        }
+        park_current();
+        Poll::Pending
+    }
+}
+
+impl Drop for SleepUntil {
+    fn drop(&mut self) {
+        if let Some(live) = &self.live {
+            live.set(false);
+        }
+    }
 }
 
 /// The task being polled on this thread (None outside of a task).
@@ -183,6 +271,38 @@ impl Executor {
         !self.ready.is_empty() && self.idle
     }
 
+    /// Wakes the tasks whose [`sleep_until`] deadline has passed; returns
+    /// how many.
+    pub fn fire_timers(&mut self) -> usize {
+        let now = Instant::now();
+        let mut due = Vec::new();
+        TIMERS.with(|timers| {
+            let mut timers = timers.borrow_mut();
+            while timers.peek().is_some_and(|t| t.0.deadline <= now) {
+                let Reverse(timer) = timers.pop().expect("peeked");
+                if timer.live.get() {
+                    timer.live.set(false);
+                    due.push(timer.task);
+                }
+            }
+        });
+        for &task in &due {
+            self.wake(task);
+        }
+        due.len()
+    }
+
+    /// The earliest pending [`sleep_until`] deadline of this thread.
+    pub fn next_timer(&self) -> Option<Instant> {
+        TIMERS.with(|timers| {
+            let mut timers = timers.borrow_mut();
+            while timers.peek().is_some_and(|t| !t.0.live.get()) {
+                timers.pop();
+            }
+            timers.peek().map(|t| t.0.deadline)
+        })
+    }
+
     /// Tasks waiting for a wake.
     pub fn parked_count(&self) -> usize {
         self.parked_count
@@ -250,6 +370,35 @@ impl Executor {
 mod tests {
     use super::*;
     use std::rc::Rc;
+
+    #[test]
+    fn sleeping_tasks_wake_at_their_deadlines_in_order() {
+        let mut exec = Executor::new();
+        let log = Rc::new(std::cell::RefCell::new(Vec::new()));
+        let start = Instant::now();
+        for (i, ms) in [(0u32, 30u64), (1, 10), (2, 20)] {
+            let log = log.clone();
+            exec.spawn(async move {
+                sleep_until(start + std::time::Duration::from_millis(ms)).await;
+                log.borrow_mut().push(i);
+            });
+        }
+        exec.run_ready();
+        assert_eq!(exec.parked_count(), 3);
+        assert_eq!(exec.ready_count(), 0);
+        let mut rounds = 0;
+        while exec.task_count() > 0 {
+            let next = exec.next_timer().expect("a timer is pending");
+            std::thread::sleep(next.saturating_duration_since(Instant::now()));
+            exec.fire_timers();
+            exec.run_ready();
+            rounds += 1;
+            assert!(rounds < 100, "timers never fired");
+        }
+        assert_eq!(*log.borrow(), vec![1, 2, 0]);
+        assert!(start.elapsed() >= std::time::Duration::from_millis(30));
+        assert_eq!(exec.next_timer(), None);
+    }
 
     #[test]
     fn tasks_yield_park_and_finish() {
