@@ -32,7 +32,7 @@ use flashtree_peers::{
 /// Engine name in reports.
 pub const ENGINE_NAME: &str = "flashtree";
 /// Default async tasks per worker: enough to keep ~128 reads in flight per
-/// core out of memory (seed 000 §3.3), few enough that TPC-C lock spinning
+/// core out of memory (Haas & Leis (VLDB 2023) §3.3), few enough that TPC-C lock spinning
 /// stays cheap.
 pub const TASKS_PER_WORKER_DEFAULT: usize = 128;
 /// Most tasks per worker this adapter accepts.

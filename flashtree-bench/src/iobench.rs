@@ -1,8 +1,8 @@
-//! `flashtree iobench`: the engine's own I/O benchmark (seed 000 §2.5).
+//! `flashtree iobench`: the engine's own I/O benchmark (Haas & Leis (VLDB 2023) §2.5).
 //!
 //! Each thread owns one [`IoChannel`] on a shared RAID0 [`Storage`] and keeps
 //! `depth` requests in flight: fill free slots, submit the batch with one
-//! syscall, reap. Latency is split as in seed 001: *submission* is from the
+//! syscall, reap. Latency is split as in Xu et al. (SYSTOR 2015): *submission* is from the
 //! moment a request is queued until the batch's submit call returns;
 //! *completion* is from then until the completion is reaped. CPU time is
 //! the process's user+system time from getrusage.

@@ -1,4 +1,4 @@
-//! `flashtree bench lookup`: the random-lookup benchmark of seed 000 §4.1.
+//! `flashtree bench lookup`: the random-lookup benchmark of Haas & Leis (VLDB 2023) §4.1.
 //!
 //! Loads N records (8-byte big-endian keys, 120-byte values) with many
 //! tasks, then runs uniform (or zipf) random point lookups for S seconds on
@@ -27,7 +27,7 @@ use std::time::{Duration, Instant};
 /// while some tasks are busy on hits.
 pub const DEFAULT_TASKS: usize = 256;
 
-/// Bytes of each value, as in seed 000.
+/// Bytes of each value, as in Haas & Leis (VLDB 2023).
 pub const VALUE_BYTES: usize = 120;
 const TREE_NAME: &str = "lookup";
 const META_TREE: &str = "bench-meta";

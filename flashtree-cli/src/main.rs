@@ -26,7 +26,7 @@ enum Command {
     /// Open a store (recovering it from its log if it crashed) and check it:
     /// every tree's structure, every page's checksum, the page accounting.
     Check(CheckArgs),
-    /// The MQSSD device cost model (seed 002).
+    /// The MQSSD device cost model (Ransom, Lim & Mitzenmacher (MQSSD model)).
     #[command(subcommand)]
     Model(flashtree_model::cli::ModelCommand),
 }

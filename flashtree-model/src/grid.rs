@@ -21,9 +21,9 @@ pub const K_MAX: u32 = 1 << 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
-    /// Reads: costs t(k) (setup) and α(k) (transfer) of seed 002.
+    /// Reads: costs t(k) (setup) and α(k) (transfer) of Ransom, Lim & Mitzenmacher (MQSSD model).
     Read,
-    /// Writes: costs s(k) (setup) and β(k) (transfer) of seed 002.
+    /// Writes: costs s(k) (setup) and β(k) (transfer) of Ransom, Lim & Mitzenmacher (MQSSD model).
     Write,
 }
 

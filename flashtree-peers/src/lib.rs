@@ -1,7 +1,7 @@
 //! flashtree-peers: side-by-side benchmarks of flashtree and peer engines
 //! (RocksDB, WiredTiger, LMDB; optionally redb and fjall) with the same
-//! generator code, memory budget, cores and durability (issue 4, seed 000
-//! §4, seed 001).
+//! generator code, memory budget, cores and durability (issue 4, Haas & Leis (VLDB 2023)
+//! §4, Xu et al. (SYSTOR 2015)).
 //!
 //! Layers: [`kv`] (the interface workloads use) → [`workload`] (lookup, YCSB
 //! A–F, TPC-C, generic async code) → [`job`] (one task's loop: load, timed

@@ -2,7 +2,7 @@
 //! whether this run met each, by how much a missed one fell short, and what
 //! bounds flashtree there (the device or the core).
 //!
-//! The goals (issue 4, seed 000 §4), for 10× out of memory on 1 core:
+//! The goals (issue 4, Haas & Leis (VLDB 2023) §4), for 10× out of memory on 1 core:
 //! - lookup: flashtree ≥ 1.5× RocksDB's lookups/s and ≥ 2× WiredTiger's and
 //!   LMDB's; flashtree's CPU µs per lookup ≤ 1/3 of RocksDB's;
 //! - TPC-C: flashtree ≥ 5× RocksDB's transactions/s, and the consistency

@@ -1,9 +1,9 @@
 //! WiredTiger 3.2.1 (Debian libwiredtiger-dev) through the C shim in
-//! `csrc/wt_shim.c`, with B-tree tables as in seed 000.
+//! `csrc/wt_shim.c`, with B-tree tables as in Haas & Leis (VLDB 2023).
 //!
 //! Settings: `cache_size` = the memory budget; `direct_io=[data]`; logging
 //! off; 4 KiB allocation, internal and leaf pages; no compression; sessions
-//! at `isolation=read-uncommitted` (the least isolation, seed 000 §4.1);
+//! at `isolation=read-uncommitted` (the least isolation, Haas & Leis (VLDB 2023) §4.1);
 //! autocommit operations. Table N is `table:tN` with raw byte keys/values.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};

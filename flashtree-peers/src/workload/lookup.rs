@@ -1,4 +1,4 @@
-//! Random point lookups as in seed 000 §4.1: 8-byte big-endian keys
+//! Random point lookups as in Haas & Leis (VLDB 2023) §4.1: 8-byte big-endian keys
 //! `0..records`, 120-byte values, keys uniform or zipfian (scrambled).
 //! Every value starts with its key, and every lookup checks that.
 

@@ -1,5 +1,5 @@
 //! Workloads, written once as async code generic over [`Kv`]: random lookup
-//! (seed 000), YCSB A–F (seed 001) and TPC-C. A [`Workload`] is shared by all
+//! (Haas & Leis (VLDB 2023)), YCSB A–F (Xu et al. (SYSTOR 2015)) and TPC-C. A [`Workload`] is shared by all
 //! tasks; each task keeps its own [`TaskState`].
 
 pub mod lookup;
@@ -72,7 +72,7 @@ impl OpKind {
 /// One of the benchmark workloads, with its parameters and shared state.
 #[derive(Debug)]
 pub enum Workload {
-    /// Random point lookups (seed 000 §4.1).
+    /// Random point lookups (Haas & Leis (VLDB 2023) §4.1).
     Lookup(lookup::Lookup),
     /// YCSB core workload A–F.
     Ycsb(ycsb::Ycsb),

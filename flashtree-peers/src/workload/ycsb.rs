@@ -1,4 +1,4 @@
-//! YCSB core workloads A–F (Cooper et al., SoCC 2010), as in seed 001:
+//! YCSB core workloads A–F (Cooper et al., SoCC 2010), as in Xu et al. (SYSTOR 2015):
 //!
 //! | workload | mix | request distribution |
 //! |---|---|---|

@@ -14,7 +14,7 @@
 //!   takes a frame from its worker's free list, pushes the read on its
 //!   worker's channel and parks. The worker loop completes the read, checks
 //!   the page's checksum and id, publishes the frame and wakes the task.
-//! * **Eviction** is worker work (seed 000 §3.3): when a worker's free frames
+//! * **Eviction** is worker work (Haas & Leis (VLDB 2023) §3.3): when a worker's free frames
 //!   fall below its target, its clock sweeps its own frames in a batch:
 //!   unlocked pages are marked, marked pages are latched exclusively and
 //!   either evicted (clean) or written asynchronously (dirty) and evicted

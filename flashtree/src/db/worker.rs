@@ -1,5 +1,5 @@
 //! Worker threads: one per core, each with its own executor, buffer part
-//! and I/O channel. The loop (seed 000 §3.3, figure 9):
+//! and I/O channel. The loop (Haas & Leis (VLDB 2023) §3.3, figure 9):
 //!
 //! 1. take new jobs from the inbox (they spawn tasks);
 //! 2. run every ready task once;

@@ -10,7 +10,7 @@
 //!   operation of the engine (creation, locking, length, growth, reads,
 //!   writes, syncs) goes through it.
 //! * [`IoChannel`] is one worker's channel to every device (the all-to-all
-//!   model of seed 000 §3.4). It is `!Sync` and owned by one thread: no lock
+//!   model of Haas & Leis (VLDB 2023) §3.4). It is `!Sync` and owned by one thread: no lock
 //!   and no cross-thread message is on the I/O path. Three backends sit
 //!   behind it: io_uring (default), libaio (raw syscalls) and synchronous
 //!   pread/pwrite (the baseline).
