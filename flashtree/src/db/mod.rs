@@ -709,6 +709,15 @@ impl Db {
             ..last.clone()
         };
         open::write_checkpoint(bm.storage().vfs(), &state.files, &checkpoint)?;
+        // The close checkpoint goes into the other slot too (after the
+        // first is durable): a damaged slot then still leaves a clean close
+        // behind, where otherwise recovery would fall back to the previous
+        // checkpoint and replay the log, and a damaged last log flush would
+        // lose acknowledged commits as if the process had crashed.
+        let other = &state.files.slots[((checkpoint.number + 1) % 2) as usize];
+        bm.storage()
+            .vfs()
+            .write_synced(other, &checkpoint.encode())?;
         *last = checkpoint;
         Ok(())
     }

@@ -274,7 +274,12 @@ fn take_records(
 }
 
 /// The log ended at `end_block`: make sure that block was not durable,
-/// i.e. no later block of the epoch says it was written after it was.
+/// i.e. no block of the epoch numbered after it says it was written after
+/// it was durable. Blocks are looked for at every position from
+/// `end_block`'s own on (a later lap of the ring may have overwritten it:
+/// the checkpoint is older than the log, e.g. because the newer slot is
+/// damaged) and wherever they lie (an authentic block proves it even when
+/// damage copied it elsewhere).
 fn check_tail(
     storage: &Arc<Storage>,
     log: &LogFile,
@@ -285,7 +290,7 @@ fn check_tail(
     path: &str,
 ) -> Result<()> {
     let limit = log.file_blocks.min(4096);
-    let mut block = end_block + 1;
+    let mut block = end_block;
     while block < end_block + limit {
         let position = block % log.file_blocks;
         let n = SCAN_READ_BLOCKS.min(log.file_blocks - position);
@@ -306,7 +311,7 @@ fn check_tail(
             let Some(h) = open_block(&buf[at..at + BLOCK_BYTES]) else {
                 continue;
             };
-            if h.epoch == epoch && h.block_no == block + i && h.synced_through > end_block {
+            if h.epoch == epoch && h.block_no > end_block && h.synced_through > end_block {
                 return Err(Error::Corrupt(format!(
                     "log {path} is damaged at offset {} (block {end_block}), which had been durable: block {} was written after it",
                     (end_block % log.file_blocks) * BLOCK_BYTES as u64,
