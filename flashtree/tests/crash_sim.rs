@@ -12,7 +12,10 @@
 //! (`FLASHTREE_SIM_FIRST_SEED` picks the first; one seed:
 //! `FLASHTREE_SIM_SEED=N`). A failure prints the command that replays it.
 
-use flashtree::db::{Db, Durability, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
+mod common;
+
+use common::{apply, contents, Batch, Model};
+use flashtree::db::{Db, Durability, Options, Tree, WriteBatch, WriteOptions};
 use flashtree::io::sim::{FaultKind, SimConfig, SimDisk};
 use flashtree::io::Vfs;
 use rand::rngs::StdRng;
@@ -43,11 +46,6 @@ fn options(disk: &Arc<SimDisk>, create: bool) -> Options {
     }
 }
 
-/// Per tree, key → value.
-type Model = Vec<BTreeMap<Vec<u8>, Vec<u8>>>;
-/// (tree, key, value or delete).
-type Batch = Vec<(usize, Vec<u8>, Option<Vec<u8>>)>;
-
 fn random_batch(rng: &mut StdRng, keys: u32, number: usize) -> Batch {
     let count = rng.random_range(1..=8);
     (0..count)
@@ -65,24 +63,8 @@ fn random_batch(rng: &mut StdRng, keys: u32, number: usize) -> Batch {
         .collect()
 }
 
-fn apply(model: &mut Model, batch: &Batch) {
-    for (tree, key, value) in batch {
-        match value {
-            Some(v) => model[*tree].insert(key.clone(), v.clone()),
-            None => model[*tree].remove(key),
-        };
-    }
-}
-
 fn trees(db: &Db) -> flashtree::Result<Vec<Tree>> {
-    (0..TREES).map(|t| db.tree(&format!("t{t}"))).collect()
-}
-
-fn contents(db: &Db, trees: &[Tree]) -> flashtree::Result<Model> {
-    trees
-        .iter()
-        .map(|&t| db.range(t, None, ScanDirection::Forward).collect())
-        .collect()
+    common::trees(db, TREES)
 }
 
 /// Crashes the disk under a live `db`: from now on the old process can
@@ -99,6 +81,7 @@ struct Totals {
     seeds: u64,
     crashes: u64,
     crashes_in_recovery: u64,
+    crashes_in_close: u64,
     acknowledged: u64,
     batches_recovered: u64,
 }
@@ -147,7 +130,16 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
         }
         totals.acknowledged += acknowledged as u64;
         totals.crashes += 1;
-        crash(&disk, Some(db));
+        if rng.random_bool(0.2) {
+            // Crash in the middle of a close: its log flush, its page
+            // writes, its data sync or one of its two checkpoint slots.
+            totals.crashes_in_close += 1;
+            disk.fail_all_from(disk.op_count() + rng.random_range(0..40), FaultKind::Any);
+            let _ = db.close();
+            crash(&disk, None);
+        } else {
+            crash(&disk, Some(db));
+        }
         if rng.random_bool(0.3) {
             // Crash again in the middle of the recovery: every operation
             // from a random one on fails.
@@ -289,10 +281,11 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
         }
     }
     eprintln!(
-        "crash_sim: {} seeds passed, {} failed ({panics} panics); {} crashes ({} during recovery); {} acknowledged batches, 0 lost in passing seeds; {} batches recovered",
+        "crash_sim: {} seeds passed, {} failed ({panics} panics); {} crashes ({} during a close, {} during recovery); {} acknowledged batches, 0 lost in passing seeds; {} batches recovered",
         totals.seeds,
         failures.len(),
         totals.crashes,
+        totals.crashes_in_close,
         totals.crashes_in_recovery,
         totals.acknowledged,
         totals.batches_recovered

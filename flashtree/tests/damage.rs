@@ -22,6 +22,9 @@
 //! `FLASHTREE_DAMAGE_TRIALS=10000 cargo test --release -p flashtree --test damage -- --nocapture`
 //! (`FLASHTREE_DAMAGE_SEED=N` replays one trial; a failure prints it).
 
+mod common;
+
+use common::Model;
 use flashtree::db::{Db, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
 use flashtree::io::sim::{SimConfig, SimDisk};
 use flashtree::io::Vfs;
@@ -51,12 +54,11 @@ fn options(disk: &Arc<SimDisk>, create: bool) -> Options {
     }
 }
 
-type Model = Vec<BTreeMap<Vec<u8>, Vec<u8>>>;
 /// Every file of a store: path → bytes.
 type Files = Vec<(PathBuf, Vec<u8>)>;
 
 fn trees(db: &Db) -> flashtree::Result<Vec<Tree>> {
-    (0..TREES).map(|t| db.tree(&format!("t{t}"))).collect()
+    common::trees(db, TREES)
 }
 
 /// A base store: (files, model after all batches, model before the last).

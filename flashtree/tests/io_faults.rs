@@ -11,6 +11,9 @@
 //! `FLASHTREE_FAULT_ALL=1 cargo test --release -p flashtree --test io_faults -- --nocapture`
 //! (one index: `FLASHTREE_FAULT_INDEX=N`). A failure prints its replay.
 
+mod common;
+
+use common::{apply, contents, Batch, Model};
 use flashtree::db::{Db, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
 use flashtree::io::sim::{FaultKind, SimConfig, SimDisk};
 use flashtree::io::Vfs;
@@ -42,9 +45,6 @@ fn options(disk: &Arc<SimDisk>, create: bool) -> Options {
     }
 }
 
-type Model = Vec<BTreeMap<Vec<u8>, Vec<u8>>>;
-type Batch = Vec<(usize, Vec<u8>, Option<Vec<u8>>)>;
-
 /// The workload's batches: the same for every run.
 fn batches() -> Vec<Batch> {
     let mut rng = StdRng::seed_from_u64(SEED);
@@ -66,17 +66,8 @@ fn batches() -> Vec<Batch> {
         .collect()
 }
 
-fn apply(model: &mut Model, batch: &Batch) {
-    for (tree, key, value) in batch {
-        match value {
-            Some(v) => model[*tree].insert(key.clone(), v.clone()),
-            None => model[*tree].remove(key),
-        };
-    }
-}
-
 fn trees(db: &Db) -> flashtree::Result<Vec<Tree>> {
-    (0..TREES).map(|t| db.tree(&format!("t{t}"))).collect()
+    common::trees(db, TREES)
 }
 
 /// What one run saw.
@@ -198,11 +189,7 @@ fn run(fail_at: Option<u64>, all: &[Batch]) -> Result<(u64, bool), String> {
         }
     };
     let t = trees(&db).map_err(|e| format!("trees after the fault: {e}"))?;
-    let found: Model = t
-        .iter()
-        .map(|&tree| db.range(tree, None, ScanDirection::Forward).collect())
-        .collect::<flashtree::Result<_>>()
-        .map_err(|e| format!("scan after the fault: {e}"))?;
+    let found = contents(&db, &t).map_err(|e| format!("scan after the fault: {e}"))?;
     let mut state: Model = vec![BTreeMap::new(); TREES];
     let mut matched = false;
     for n in 0..=all.len() {

@@ -17,9 +17,10 @@
 //!   is [`Error::Corrupt`].
 //! * Every open writes a new checkpoint with a new log epoch before any
 //!   worker starts: blocks of earlier epochs never count as log again.
-//! * Recovery writes the newest image of each page the replayed groups
-//!   hold (never older than the disk's copy, by the write-ahead rule),
-//!   which also repairs torn pages; it can be interrupted and run again.
+//! * Recovery writes each page the replayed groups changed as they left it
+//!   (its last full image in the log plus the deltas after it; never older
+//!   than the disk's copy, by the write-ahead rule), which also repairs torn
+//!   pages; it can be interrupted and run again.
 
 use super::meta;
 use super::Options;
@@ -27,12 +28,9 @@ use crate::buffer::page::seal_page;
 use crate::buffer::PageId;
 use crate::error::{Error, Result};
 use crate::io::{
-    AlignedBuf, BackendKind, IoChannel, IoConfig, IoRequest, Storage, StorageConfig, StoreLock,
-    Vfs, PAGE_SIZE,
+    AlignedBuf, IoChannel, IoRequest, Storage, StorageConfig, StoreLock, Vfs, PAGE_SIZE,
 };
-use crate::wal::format::{
-    Checkpoint, BLOCK_BYTES, CHECKPOINT_MAGIC, CHECKPOINT_VERSION, FLAG_UNLOGGED_OPEN,
-};
+use crate::wal::format::{Checkpoint, BLOCK_BYTES, CHECKPOINT_VERSION, FLAG_UNLOGGED_OPEN};
 use crate::wal::recovery::{self, LogFile};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -101,17 +99,12 @@ pub(crate) fn read_checkpoint(vfs: &Vfs, files: &StoreFiles) -> Result<Option<Ch
     let mut best: Option<Checkpoint> = None;
     for slot in &files.slots {
         if let Some(bytes) = vfs.read_all(slot)? {
-            let version = bytes
-                .get(8..12)
-                .map(|v| u32::from_le_bytes(v.try_into().expect("4 bytes")));
-            if bytes.get(4..8) == Some(&CHECKPOINT_MAGIC[..])
-                && version.is_some_and(|v| v != CHECKPOINT_VERSION)
-                && Checkpoint::decode_any_version(&bytes)
+            if let Some(version) =
+                Checkpoint::checked_version(&bytes).filter(|&v| v != CHECKPOINT_VERSION)
             {
                 return Err(Error::InvalidArgument(format!(
-                    "{}: checkpoint format version {}; this build reads version {CHECKPOINT_VERSION} (the store was written by another flashtree version)",
-                    slot.display(),
-                    version.expect("read")
+                    "{}: checkpoint format version {version}; this build reads version {CHECKPOINT_VERSION} (the store was written by another flashtree version)",
+                    slot.display()
                 )));
             }
             if let Some(c) = Checkpoint::decode(&bytes) {
@@ -397,24 +390,16 @@ fn recover(
     if replay.next_pid * PAGE_SIZE as u64 > storage.capacity_bytes() {
         storage.grow_to(replay.next_pid * PAGE_SIZE as u64)?;
     }
-    // Every image is written, without reading the disk's copy first: by
+    // Every page is written, without reading the disk's copy first: by
     // the write-ahead rule a page on disk carries only changes of groups
     // below the durable frontier, all of which are below the cut, so the
-    // newest image below the cut is never older than the disk's page.
+    // page as the replayed groups left it is never older than the disk's.
     // Pages of one chunk with consecutive ids go out in one write.
     let mut pids: Vec<PageId> = replay.images.keys().copied().collect();
     pids.sort_unstable();
     let pages_per_chunk = (options.chunk_bytes / PAGE_SIZE as u64).max(1);
-    let mut channel = IoChannel::new(
-        storage.clone(),
-        &IoConfig {
-            backend: BackendKind::Sync,
-            depth: 1,
-            ..IoConfig::default()
-        },
-    )?;
+    let mut channel = IoChannel::blocking(storage.clone(), 1)?;
     let mut buf = AlignedBuf::new(pages_per_chunk as usize * PAGE_SIZE);
-    let mut done = Vec::new();
     let mut i = 0;
     while i < pids.len() {
         let first = pids[i];
@@ -437,10 +422,8 @@ fn recover(
             (n * PAGE_SIZE) as u32,
             0,
         );
-        // SAFETY: buf outlives the request, which completes below.
-        unsafe { channel.push(req) }?;
-        channel.wait(1, &mut done)?;
-        done.pop().expect("one completion").result?;
+        // SAFETY: buf is ours and outlives the request, which `run` completes.
+        unsafe { channel.run(req) }?;
         stats.pages_written += n as u64;
         i += n;
     }
@@ -466,46 +449,26 @@ pub(crate) fn page_io(
     pid: PageId,
     buf: &mut AlignedBuf,
 ) -> Result<()> {
-    let mut channel = IoChannel::new(
-        storage.clone(),
-        &IoConfig {
-            backend: BackendKind::Sync,
-            depth: 1,
-            ..IoConfig::default()
-        },
-    )?;
+    let mut channel = IoChannel::blocking(storage.clone(), 1)?;
     let offset = pid * PAGE_SIZE as u64;
     let req = if write {
         IoRequest::write(offset, buf.as_ptr(), PAGE_SIZE as u32, 0)
     } else {
         IoRequest::read(offset, buf.as_mut_ptr(), PAGE_SIZE as u32, 0)
     };
-    // SAFETY: buf outlives the channel, which completes the request below.
-    unsafe { channel.push(req) }?;
-    let mut done = Vec::new();
-    channel.wait(1, &mut done)?;
-    done.pop().expect("one completion").result?;
-    Ok(())
+    // SAFETY: buf is ours and outlives the request, which `run` completes.
+    unsafe { channel.run(req) }
 }
 
 /// fsync every data device of the store.
 pub(crate) fn sync_data(storage: &Arc<Storage>) -> Result<()> {
-    let mut channel = IoChannel::new(
-        storage.clone(),
-        &IoConfig {
-            backend: BackendKind::Sync,
-            depth: 8,
-            ..IoConfig::default()
-        },
-    )?;
-    let mut done = Vec::new();
+    let mut channel = IoChannel::blocking(storage.clone(), 1)?;
     for device in 0..storage.data_device_count() {
-        // SAFETY: syncs carry no buffer.
-        unsafe { channel.push(IoRequest::sync(device, true, device as u64)) }?;
-        channel.wait(1, &mut done)?;
-    }
-    for c in done {
-        c.result.map_err(|e| Error::Failed(e.to_string()))?;
+        // SAFETY: a sync carries no buffer.
+        unsafe { channel.run(IoRequest::sync(device, true, 0)) }.map_err(|e| match e {
+            Error::Io(e) => Error::Failed(e.to_string()),
+            e => e,
+        })?;
     }
     Ok(())
 }

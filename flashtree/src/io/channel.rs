@@ -205,6 +205,34 @@ impl IoChannel {
         })
     }
 
+    /// A channel on the synchronous backend for one request at a time (open,
+    /// recovery and tools: [`IoChannel::run`]), `depth` requests at most.
+    pub fn blocking(storage: Arc<Storage>, depth: u32) -> Result<IoChannel> {
+        IoChannel::new(
+            storage,
+            &IoConfig {
+                backend: BackendKind::Sync,
+                depth,
+                ..IoConfig::default()
+            },
+        )
+    }
+
+    /// Runs `req` to its completion and returns its outcome; nothing else
+    /// may be in flight on the channel.
+    ///
+    /// # Safety
+    /// As for [`IoChannel::push`]; the buffer is free again on return.
+    pub unsafe fn run(&mut self, req: IoRequest) -> Result<()> {
+        debug_assert_eq!(self.in_flight(), 0, "run with other requests in flight");
+        // SAFETY: the caller's contract; the completion is reaped below.
+        unsafe { self.push(req) }?;
+        let mut done = Vec::with_capacity(1);
+        self.wait(1, &mut done)?;
+        done.pop().expect("one completion").result?;
+        Ok(())
+    }
+
     /// Registers memory regions as io_uring fixed buffers; requests whose
     /// buffer lies inside one then use READ_FIXED/WRITE_FIXED. A no-op for
     /// other backends. Returns false (with a note) when the kernel refuses.

@@ -67,7 +67,10 @@ pub struct CheckpointControl {
 }
 
 impl CheckpointControl {
-    pub(crate) fn new(workers: usize) -> CheckpointControl {
+    /// The checkpoints of a store opened with `workers` logs whose groups
+    /// are numbered from `next_seq` (after the start of the checkpoint that
+    /// recovery used, so `next_seq` is the first image floor).
+    pub(crate) fn new(workers: usize, next_seq: u64) -> CheckpointControl {
         CheckpointControl {
             control: Mutex::new(Control {
                 phase: Phase::Idle,
@@ -79,7 +82,7 @@ impl CheckpointControl {
             last: Mutex::new(Checkpoint::default()),
             slots: Mutex::new(None),
             completed: AtomicU64::new(0),
-            image_floor: AtomicU64::new(u64::MAX),
+            image_floor: AtomicU64::new(next_seq.max(1)),
         }
     }
 
@@ -156,12 +159,6 @@ impl CheckpointControl {
         if written {
             self.completed.fetch_add(1, Ordering::Relaxed);
         }
-    }
-
-    /// Sets the image floor when the store opens (its groups are numbered
-    /// from `next_seq`, after the start of the checkpoint recovery uses).
-    pub fn set_image_floor_at_open(&self, next_seq: u64) {
-        self.image_floor.store(next_seq.max(1), Ordering::SeqCst);
     }
 
     /// The smallest sequence number a page's last full image in the log

@@ -214,14 +214,32 @@ pub fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<V
 /// Applies the delta payload `runs` (validated by [`decode_checked_group`])
 /// to `page`.
 pub fn apply_delta(page: &mut [u8; PAGE_SIZE], runs: &[u8]) {
-    let mut at = 0;
-    while at < runs.len() {
-        let offset = u16::from_le_bytes([runs[at], runs[at + 1]]) as usize;
-        let len = u16::from_le_bytes([runs[at + 2], runs[at + 3]]) as usize;
-        at += RUN_HEADER_BYTES;
-        page[offset..offset + len].copy_from_slice(&runs[at..at + len]);
-        at += len;
+    for run in delta_runs_of(runs) {
+        let (offset, bytes) = run.expect("delta runs validated when decoded");
+        page[offset..offset + bytes.len()].copy_from_slice(bytes);
     }
+}
+
+/// The runs of a delta payload as (offset in the page, bytes); `None` for
+/// a run that overruns the payload or the page (the iteration ends there).
+fn delta_runs_of(payload: &[u8]) -> impl Iterator<Item = Option<(usize, &[u8])>> {
+    let mut at = 0;
+    std::iter::from_fn(move || {
+        if at >= payload.len() {
+            return None;
+        }
+        let run = payload.get(at..at + RUN_HEADER_BYTES).and_then(|header| {
+            let offset = u16::from_le_bytes([header[0], header[1]]) as usize;
+            let len = u16::from_le_bytes([header[2], header[3]]) as usize;
+            let bytes = payload.get(at + RUN_HEADER_BYTES..at + RUN_HEADER_BYTES + len)?;
+            (offset + len <= PAGE_SIZE).then_some((offset, bytes))
+        });
+        at = match run {
+            Some((_, bytes)) => at + RUN_HEADER_BYTES + bytes.len(),
+            None => payload.len(),
+        };
+        Some(run)
+    })
 }
 
 impl GroupParts<'_> {
@@ -411,7 +429,9 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
         match form {
             FORM_FULL if payload == PAGE_SIZE => pages.push((pid, PageForm::Full(at))),
             FORM_DELTA => {
-                check_runs(&body[at..at + payload]).map_err(|()| bad("bad delta runs"))?;
+                if !delta_runs_of(&body[at..at + payload]).all(|run| run.is_some()) {
+                    return Err(bad("bad delta runs"));
+                }
                 pages.push((pid, PageForm::Delta(at, payload)));
             }
             _ => return Err(bad("unknown page change")),
@@ -428,24 +448,6 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
         pages,
         body,
     })
-}
-
-/// Checks that delta runs lie within a page and fill their payload.
-fn check_runs(runs: &[u8]) -> std::result::Result<(), ()> {
-    let mut at = 0;
-    while at < runs.len() {
-        if runs.len() - at < RUN_HEADER_BYTES {
-            return Err(());
-        }
-        let offset = u16::from_le_bytes([runs[at], runs[at + 1]]) as usize;
-        let len = u16::from_le_bytes([runs[at + 2], runs[at + 3]]) as usize;
-        at += RUN_HEADER_BYTES;
-        if offset + len > PAGE_SIZE || runs.len() - at < len {
-            return Err(());
-        }
-        at += len;
-    }
-    Ok(())
 }
 
 /// Magic of checkpoint slots.
@@ -522,14 +524,15 @@ impl Checkpoint {
         out
     }
 
-    /// True when `bytes` pass the slot's checksum whatever their version
-    /// (to tell another format version from damage).
-    pub fn decode_any_version(bytes: &[u8]) -> bool {
-        if bytes.len() < 16 {
-            return false;
+    /// The format version of an intact slot of any version (magic and
+    /// checksum hold): tells a slot of another version from damage.
+    pub fn checked_version(bytes: &[u8]) -> Option<u32> {
+        if bytes.len() < 16 || &bytes[4..8] != CHECKPOINT_MAGIC {
+            return None;
         }
         let len = u32_at(bytes, 12) as usize;
-        len >= 16 && len <= bytes.len() && u32_at(bytes, 0) == crc32c(&bytes[4..len])
+        (len >= 16 && len <= bytes.len() && u32_at(bytes, 0) == crc32c(&bytes[4..len]))
+            .then(|| u32_at(bytes, 8))
     }
 
     /// Decodes a slot; None when it is empty, torn or not a slot.
@@ -655,6 +658,16 @@ mod tests {
         apply_delta(&mut replayed, &group.body[at..at + delta_bytes]);
         assert_eq!(replayed, after);
         assert!(delta_runs(&image, &Box::new([4u8; PAGE_SIZE])).is_none());
+        // Runs past the page or the payload are refused.
+        let past_page = [0xFC, 0x0F, 8, 0, 1, 2, 3, 4, 5, 6, 7, 8];
+        assert!(delta_runs_of(&past_page).any(|run| run.is_none()));
+        let past_payload = [0, 0, 8, 0, 1, 2];
+        assert!(delta_runs_of(&past_payload).any(|run| run.is_none()));
+        let short_header = [0, 0, 1];
+        assert!(delta_runs_of(&short_header).any(|run| run.is_none()));
+        let fine = [0, 0, 2, 0, 9, 9, 16, 0, 1, 0, 7];
+        let runs: Vec<_> = delta_runs_of(&fine).collect();
+        assert_eq!(runs, vec![Some((0, &[9u8, 9][..])), Some((16, &[7u8][..]))]);
         let mut damaged = bytes.clone();
         damaged[200] ^= 1;
         assert!(decode_group(&damaged[8..8 + len], crc).is_err());

@@ -94,8 +94,6 @@ impl WalShared {
     /// State for `workers` logs; the first group gets `next_seq`.
     pub fn new(durability: Durability, workers: usize, next_seq: u64) -> WalShared {
         assert!(next_seq >= 1, "sequence numbers start at 1");
-        let checkpoints = checkpoint::CheckpointControl::new(workers);
-        checkpoints.set_image_floor_at_open(next_seq);
         WalShared {
             durability,
             next_seq: AtomicU64::new(next_seq),
@@ -106,7 +104,7 @@ impl WalShared {
             failure: Mutex::new(None),
             catalog: Mutex::new(Vec::new()),
             reclaim_floors: (0..workers).map(|_| Padded::default()).collect(),
-            checkpoints,
+            checkpoints: checkpoint::CheckpointControl::new(workers, next_seq),
         }
     }
 

@@ -23,7 +23,7 @@ use super::format::{
 };
 use crate::buffer::PageId;
 use crate::error::{Error, Result};
-use crate::io::{AlignedBuf, BackendKind, IoChannel, IoConfig, IoRequest, Storage, PAGE_SIZE};
+use crate::io::{AlignedBuf, IoChannel, IoRequest, Storage, PAGE_SIZE};
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -80,8 +80,6 @@ pub struct Replay {
 /// runs after it, in log order.
 #[derive(Debug)]
 pub struct PageReplay {
-    /// The number of the last group that changed the page.
-    pub seq: u64,
     base: (usize, usize),
     deltas: Vec<(usize, usize, usize)>,
 }
@@ -113,33 +111,8 @@ pub fn scan_log(
     epoch: u64,
     progress: &mut dyn FnMut(u64),
 ) -> Result<(Vec<FoundGroup>, u64)> {
-    let new_channel = || {
-        IoChannel::new(
-            storage.clone(),
-            &IoConfig {
-                backend: BackendKind::Sync,
-                depth: 2,
-                ..IoConfig::default()
-            },
-        )
-    };
+    let new_channel = || IoChannel::blocking(storage.clone(), 1);
     let path = storage.device_path(log.device).display().to_string();
-    let read_window = |channel: &mut IoChannel, buf: &mut AlignedBuf, first: u64| -> Result<u64> {
-        let n = read_window_len(log, first);
-        let req = IoRequest::read_file(
-            log.device,
-            (first % log.file_blocks) * BLOCK_BYTES as u64,
-            buf.as_mut_ptr(),
-            (n as usize * BLOCK_BYTES) as u32,
-            0,
-        );
-        // SAFETY: buf outlives the request, completed below.
-        unsafe { channel.push(req) }?;
-        let mut done = Vec::new();
-        channel.wait(1, &mut done)?;
-        done.pop().expect("one completion").result?;
-        Ok(n)
-    };
     let mut channel = new_channel()?;
     let mut buf = AlignedBuf::new(SCAN_READ_BLOCKS as usize * BLOCK_BYTES);
     let mut stream: Vec<u8> = Vec::new();
@@ -157,7 +130,6 @@ pub fn scan_log(
                 .send(AlignedBuf::new(SCAN_READ_BLOCKS as usize * BLOCK_BYTES))
                 .expect("receiver alive");
         }
-        let read_window = &read_window;
         let reader = scope.spawn(move || {
             let mut channel = match new_channel() {
                 Ok(c) => c,
@@ -172,7 +144,7 @@ pub fn scan_log(
                 let Ok(mut window) = spare_rx.recv() else {
                     return; // the scan ended
                 };
-                let read = read_window(&mut channel, &mut window, first);
+                let read = read_window(&mut channel, log, &mut window, first);
                 let failed = read.is_err();
                 if ready_tx.send(read.map(|n| (first, n, window))).is_err() || failed {
                     return;
@@ -220,15 +192,7 @@ pub fn scan_log(
         reader.join().expect("log read-ahead thread");
         Ok(end)
     })?;
-    check_tail(
-        storage,
-        log,
-        epoch,
-        end_block,
-        &mut channel,
-        &mut buf,
-        &path,
-    )?;
+    check_tail(log, epoch, end_block, &mut channel, &mut buf, &path)?;
     Ok((groups, bytes_read))
 }
 
@@ -236,6 +200,28 @@ pub fn scan_log(
 /// end of the file).
 fn read_window_len(log: &LogFile, first: u64) -> u64 {
     SCAN_READ_BLOCKS.min(log.file_blocks - first % log.file_blocks)
+}
+
+/// Reads the window of blocks from block `first` into `buf`; returns how
+/// many blocks it holds.
+fn read_window(
+    channel: &mut IoChannel,
+    log: &LogFile,
+    buf: &mut AlignedBuf,
+    first: u64,
+) -> Result<u64> {
+    let n = read_window_len(log, first);
+    debug_assert!(buf.len() >= n as usize * BLOCK_BYTES);
+    let req = IoRequest::read_file(
+        log.device,
+        (first % log.file_blocks) * BLOCK_BYTES as u64,
+        buf.as_mut_ptr(),
+        (n as usize * BLOCK_BYTES) as u32,
+        0,
+    );
+    // SAFETY: buf is ours and outlives the request, which `run` completes.
+    unsafe { channel.run(req) }?;
+    Ok(n)
 }
 
 /// Moves the complete records at the front of `stream` into `groups`.
@@ -281,7 +267,6 @@ fn take_records(
 /// damaged) and wherever they lie (an authentic block proves it even when
 /// damage copied it elsewhere).
 fn check_tail(
-    storage: &Arc<Storage>,
     log: &LogFile,
     epoch: u64,
     end_block: u64,
@@ -292,20 +277,7 @@ fn check_tail(
     let limit = log.file_blocks.min(4096);
     let mut block = end_block;
     while block < end_block + limit {
-        let position = block % log.file_blocks;
-        let n = SCAN_READ_BLOCKS.min(log.file_blocks - position);
-        let req = IoRequest::read_file(
-            log.device,
-            position * BLOCK_BYTES as u64,
-            buf.as_mut_ptr(),
-            (n as usize * BLOCK_BYTES) as u32,
-            0,
-        );
-        // SAFETY: buf outlives the request, completed below.
-        unsafe { channel.push(req) }?;
-        let mut done = Vec::new();
-        channel.wait(1, &mut done)?;
-        done.pop().expect("one completion").result?;
+        let n = read_window(channel, log, buf, block)?;
         for i in 0..n {
             let at = i as usize * BLOCK_BYTES;
             let Some(h) = open_block(&buf[at..at + BLOCK_BYTES]) else {
@@ -321,7 +293,6 @@ fn check_tail(
         }
         block += n;
     }
-    let _ = storage;
     Ok(())
 }
 
@@ -375,19 +346,14 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
             match form {
                 PageForm::Full(offset) => {
                     let page = replay.images.entry(pid).or_insert(PageReplay {
-                        seq,
                         base: (body_index, offset),
                         deltas: Vec::new(),
                     });
-                    page.seq = seq;
                     page.base = (body_index, offset);
                     page.deltas.clear();
                 }
                 PageForm::Delta(offset, bytes) => match replay.images.get_mut(&pid) {
-                    Some(page) => {
-                        page.seq = seq;
-                        page.deltas.push((body_index, offset, bytes));
-                    }
+                    Some(page) => page.deltas.push((body_index, offset, bytes)),
                     None => {
                         return Err(Error::Corrupt(format!(
                             "log group {seq} changes page {pid} by a delta, but no full image of the page precedes it since the checkpoint"
