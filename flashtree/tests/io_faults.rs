@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 const TREES: usize = 2;
-const BATCHES: usize = 240;
+const BATCHES: usize = 300;
 const STORE: &str = "/sim/faults";
 const SEED: u64 = 0xF417;
 const KEYS: u32 = 600;

@@ -72,13 +72,71 @@ const WRITE_TAG: u64 = 1 << 63;
 /// Bit of a request's user_data marking the write of a page that stays in
 /// memory (close, checkpoints).
 const FLUSH_TAG: u64 = 1 << 62;
-/// Most frames a checkpoint's page pass looks at per worker loop.
-const CHECKPOINT_FRAMES_PER_STEP: usize = 256;
-/// Most page writes of a checkpoint in flight per worker.
-const CHECKPOINT_WRITES_IN_FLIGHT: usize = 16;
+/// Most dirty pages a checkpoint's page pass looks at per worker loop.
+const CHECKPOINT_PAGES_PER_STEP: usize = 256;
+/// Most frames a checkpoint's page pass scans for dirty pages per worker
+/// loop.
+const CHECKPOINT_SCAN_FRAMES_PER_STEP: usize = 4096;
+/// Frames whose dirty pages a checkpoint sorts and writes together: pages
+/// of neighbouring ids among them go out in one write.
+const CHECKPOINT_WINDOW_FRAMES: usize = 65_536;
+/// Most pages in one checkpoint write (64 KiB; a write also stays inside
+/// one stripe chunk).
+const CHECKPOINT_RUN_PAGES: usize = 16;
+/// Most checkpoint writes in flight per worker.
+const CHECKPOINT_WRITES_IN_FLIGHT: usize = 4;
+/// Bit of a request's user_data marking a checkpoint's write of a run of
+/// pages (the low bits: the staging slot).
+const CHECKPOINT_WRITE_TAG: u64 = 1 << 59;
 /// Bit of a request's user_data marking a checkpoint's sync of a data
 /// device.
 const CHECKPOINT_SYNC_TAG: u64 = 1 << 60;
+
+/// Latches page `pid` in `frame` exclusively and seals it for a
+/// checkpoint's write, if it is still there, dirty, unlatched, and
+/// changed only by durable groups.
+fn claim_for_checkpoint(
+    bm: &BufferManager,
+    pid: PageId,
+    frame: u32,
+    durable_below: u64,
+) -> Claim<'_> {
+    let here = |bm: &BufferManager| {
+        bm.frame_pid[frame as usize].load(Ordering::Acquire) == pid
+            && bm.frame_dirty[frame as usize].load(Ordering::Relaxed)
+    };
+    if !here(bm) {
+        return Claim::Clean;
+    }
+    let state = bm.state(pid);
+    let word = state.load();
+    if !matches!(state_of(word), UNLOCKED | MARKED) || !state.try_lock_x(word) {
+        return Claim::Later;
+    }
+    if !here(bm) {
+        state.unlock_x_into(UNLOCKED);
+        return Claim::Clean;
+    }
+    // SAFETY: the exclusive latch is held; it is released when the
+    // checkpoint's write of the page completes (or fails to start).
+    let page = unsafe { &mut *(bm.frame_ptr(frame) as *mut [u8; PAGE_SIZE]) };
+    if page::page_lsn(page) >= durable_below {
+        state.unlock_x_into(UNLOCKED);
+        return Claim::Later;
+    }
+    seal_page(page, pid);
+    Claim::Latched(page)
+}
+
+/// What a checkpoint's page pass found a page to be.
+enum Claim<'a> {
+    /// Gone from its frame, or clean: nothing to write.
+    Clean,
+    /// Latched by a task, or changed by a group not durable yet.
+    Later,
+    /// Exclusively latched and sealed, ready to be written.
+    Latched(&'a [u8; PAGE_SIZE]),
+}
 
 /// Why a tree operation must stop and restart.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -760,13 +818,23 @@ pub struct WorkerBuffer {
     /// Times the log became durable further (read by the worker loop).
     pub log_durable_events: u64,
     /// Tasks waiting for a group to become durable: (group, task).
-    commit_waiters: Vec<(u64, TaskId)>,
-    /// A checkpoint's page flush over this worker's frames: the next frame
-    /// to look at (None: the pass is over or not running).
+    commit_waiters: std::collections::BinaryHeap<std::cmp::Reverse<(u64, TaskId)>>,
+    /// A checkpoint's page pass over this worker's frames: the next frame
+    /// to scan for dirty pages (None: the scan is over or not running).
     checkpoint_cursor: Option<u32>,
-    /// Frames the pass found latched or ahead of the log: tried again.
-    checkpoint_retry: Vec<u32>,
-    /// Checkpoint page writes in flight.
+    /// The dirty pages (page, frame) of the window scanned last, sorted by
+    /// page id, and how many of them the pass has looked at.
+    checkpoint_pending: Vec<(PageId, u32)>,
+    checkpoint_pending_at: usize,
+    /// A window's scan is under way (over several steps).
+    checkpoint_scanning: bool,
+    /// Pages the pass found latched or ahead of the log: tried again.
+    checkpoint_retry: Vec<(PageId, u32)>,
+    /// Staging buffers of the checkpoint's writes, each with the latched
+    /// pages (page, frame) its write in flight holds (empty: free).
+    checkpoint_bufs: Vec<crate::io::AlignedBuf>,
+    checkpoint_slots: Vec<Vec<(PageId, u32)>>,
+    /// Checkpoint writes in flight.
     checkpoint_writes_in_flight: usize,
     /// A checkpoint's data-device syncs in flight, and the first error.
     checkpoint_syncs_in_flight: usize,
@@ -810,9 +878,14 @@ impl WorkerBuffer {
             writes_in_flight: 0,
             durable_below: 0,
             log_durable_events: 0,
-            commit_waiters: Vec::new(),
+            commit_waiters: std::collections::BinaryHeap::new(),
             checkpoint_cursor: None,
+            checkpoint_pending: Vec::new(),
+            checkpoint_pending_at: 0,
+            checkpoint_scanning: false,
             checkpoint_retry: Vec::new(),
+            checkpoint_bufs: Vec::new(),
+            checkpoint_slots: Vec::new(),
             checkpoint_writes_in_flight: 0,
             checkpoint_syncs_in_flight: 0,
             checkpoint_sync_error: None,
@@ -843,7 +916,7 @@ impl WorkerBuffer {
     /// Registers `task` to be woken once group `seq` is durable (or the
     /// store failed).
     pub fn wait_durable(&mut self, seq: u64, task: TaskId) {
-        self.commit_waiters.push((seq, task));
+        self.commit_waiters.push(std::cmp::Reverse((seq, task)));
     }
 
     /// Tasks waiting for their commit to become durable.
@@ -859,16 +932,18 @@ impl WorkerBuffer {
         }
         let failed = self.bm.wal.has_failed();
         let durable_below = self.bm.wal.durable_below();
-        let before = self.commit_waiters.len();
-        self.commit_waiters.retain(|&(seq, task)| {
-            if failed || seq < durable_below {
-                wake(task);
-                false
-            } else {
-                true
+        // A min-heap by group number: the loop looks only at the waiters it
+        // wakes (thousands may wait while a slow sync runs).
+        let mut woken = 0;
+        while let Some(&std::cmp::Reverse((seq, task))) = self.commit_waiters.peek() {
+            if !failed && seq >= durable_below {
+                break;
             }
-        });
-        before - self.commit_waiters.len()
+            self.commit_waiters.pop();
+            wake(task);
+            woken += 1;
+        }
+        woken
     }
 
     /// Gives this worker its log.
@@ -1290,16 +1365,28 @@ impl WorkerBuffer {
             }
             return;
         }
-        if c.user_data & FLUSH_TAG != 0 {
-            // A checkpoint's write of a page that stays in memory.
-            let frame = (c.user_data & !FLUSH_TAG) as u32;
-            let pid = self.bm.frame_pid[frame as usize].load(Ordering::Acquire);
-            match c.result {
-                Ok(()) => self.bm.frame_dirty[frame as usize].store(false, Ordering::Relaxed),
-                Err(e) => self.bm.record_write_error(e.to_string()),
+        if c.user_data & CHECKPOINT_WRITE_TAG != 0 {
+            // A checkpoint's write of a run of pages that stay in memory.
+            let slot = (c.user_data & !CHECKPOINT_WRITE_TAG) as usize;
+            let mut pages = std::mem::take(&mut self.checkpoint_slots[slot]);
+            assert!(!pages.is_empty(), "checkpoint write slot {slot} was free");
+            if let Err(e) = &c.result {
+                self.bm.record_write_error(e.to_string());
             }
-            self.bm.state(pid).unlock_x_into(UNLOCKED);
+            for &(pid, frame) in &pages {
+                if c.result.is_ok() {
+                    self.bm.frame_dirty[frame as usize].store(false, Ordering::Relaxed);
+                }
+                self.bm.state(pid).unlock_x_into(UNLOCKED);
+            }
+            pages.clear();
+            self.checkpoint_slots[slot] = pages;
             self.checkpoint_writes_in_flight -= 1;
+            return;
+        }
+        if c.user_data & FLUSH_TAG != 0 {
+            // A page write of a close's flush (drained there first).
+            self.complete_flush_write(c);
             return;
         }
         if c.user_data & LOG_TAG != 0 {
@@ -1399,97 +1486,149 @@ impl WorkerBuffer {
     /// frames is written (and stays in memory), in steps of
     /// [`WorkerBuffer::checkpoint_flush_step`].
     pub fn begin_checkpoint_flush(&mut self) {
+        debug_assert_eq!(self.checkpoint_writes_in_flight, 0);
         self.checkpoint_cursor = Some(self.first_frame);
+        self.checkpoint_pending.clear();
+        self.checkpoint_pending_at = 0;
+        self.checkpoint_scanning = false;
         self.checkpoint_retry.clear();
+        if self.checkpoint_slots.is_empty() {
+            self.checkpoint_bufs = (0..CHECKPOINT_WRITES_IN_FLIGHT)
+                .map(|_| crate::io::AlignedBuf::new(CHECKPOINT_RUN_PAGES * PAGE_SIZE))
+                .collect();
+            self.checkpoint_slots = vec![Vec::new(); CHECKPOINT_WRITES_IN_FLIGHT];
+        }
     }
 
-    /// Pushes writes of dirty pages for the checkpoint, as many as the
-    /// channel takes now. A page latched by a task, or changed by a group
-    /// that is not durable yet (the write-ahead rule), is tried again
-    /// later. Returns true once every page dirty when the pass began has
-    /// been written (or found clean) and no write is in flight.
+    /// One step of a checkpoint's page pass. The pass scans this worker's
+    /// frames a window at a time for dirty pages, sorts them by page id,
+    /// and writes runs of neighbouring pages in one write each (up to 64
+    /// KiB) through a staging buffer: on a device with a volatile write
+    /// cache, a stream of small random writes makes every log sync wait
+    /// much longer than the same bytes written in large sequential runs.
+    /// A page stays exclusively latched until its write completes (its
+    /// frame cannot be evicted or changed meanwhile). A page latched by a
+    /// task, or changed by a group that is not durable yet (the
+    /// write-ahead rule), is tried again later. Returns true once every
+    /// page dirty when the pass began has been written (or found clean)
+    /// and no write is in flight.
     pub fn checkpoint_flush_step(&mut self) -> bool {
         let bm = self.bm.clone();
+        if self.checkpoint_scanning || self.checkpoint_pending_at == self.checkpoint_pending.len() {
+            if !self.checkpoint_scanning {
+                self.checkpoint_pending.clear();
+                self.checkpoint_pending_at = 0;
+                self.checkpoint_scanning = true;
+            }
+            if !self.scan_checkpoint_window(&bm) {
+                return false; // the window's scan goes on next step
+            }
+            self.checkpoint_scanning = false;
+            if self.checkpoint_pending.is_empty() {
+                std::mem::swap(&mut self.checkpoint_pending, &mut self.checkpoint_retry);
+            }
+            self.checkpoint_pending.sort_unstable();
+        }
+
         let durable_below = bm.wal.durable_below();
-        // Keep room for the tasks' reads and the log; few writes at once,
-        // as a page stays latched while its write is queued: a deep queue
-        // of them would stall the commits that change those pages, and the
-        // log writes queued behind them.
-        let budget = self
-            .channel
-            .free()
-            .saturating_sub(16)
-            .min(CHECKPOINT_WRITES_IN_FLIGHT.saturating_sub(self.checkpoint_writes_in_flight));
-        let mut pushed = 0;
+        let chunk_bytes = bm.storage().chunk_bytes();
         let mut examined = 0;
-        let mut retry = std::mem::take(&mut self.checkpoint_retry).into_iter();
-        let mut next_retry = Vec::new();
-        // Bounded work per loop: pages changed by recent groups wait for
-        // the log and come back to the retry list; scanning all of them at
-        // every loop would slow the worker's tasks and I/O.
-        while pushed < budget && examined < CHECKPOINT_FRAMES_PER_STEP {
-            examined += 1;
-            let frame = match retry.next() {
-                Some(frame) => frame,
-                None => match self.checkpoint_cursor {
-                    Some(frame) => {
-                        self.checkpoint_cursor = (frame + 1 < self.end_frame).then_some(frame + 1);
-                        frame
-                    }
-                    None => break,
-                },
+        // Keep room in the channel for the tasks' reads and the log.
+        while examined < CHECKPOINT_PAGES_PER_STEP
+            && self.checkpoint_pending_at < self.checkpoint_pending.len()
+            && self.channel.free() > 16
+        {
+            let Some(slot) = self
+                .checkpoint_slots
+                .iter()
+                .position(|pages| pages.is_empty())
+            else {
+                break;
             };
-            let pid = bm.frame_pid[frame as usize].load(Ordering::Acquire);
-            if pid >= FREED_PAGE || !bm.frame_dirty[frame as usize].load(Ordering::Relaxed) {
+            let mut pages = std::mem::take(&mut self.checkpoint_slots[slot]);
+            let buf = &mut self.checkpoint_bufs[slot];
+            while pages.len() < CHECKPOINT_RUN_PAGES && examined < CHECKPOINT_PAGES_PER_STEP {
+                let Some(&(pid, frame)) = self.checkpoint_pending.get(self.checkpoint_pending_at)
+                else {
+                    break;
+                };
+                if let Some(&(first, _)) = pages.first() {
+                    let next = first + pages.len() as u64;
+                    let same_chunk = (pid * PAGE_SIZE as u64) / chunk_bytes
+                        == (first * PAGE_SIZE as u64) / chunk_bytes;
+                    if pid != next || !same_chunk {
+                        break;
+                    }
+                }
+                self.checkpoint_pending_at += 1;
+                examined += 1;
+                match claim_for_checkpoint(&bm, pid, frame, durable_below) {
+                    Claim::Clean => {}
+                    Claim::Later => self.checkpoint_retry.push((pid, frame)),
+                    Claim::Latched(page) => {
+                        let at = pages.len() * PAGE_SIZE;
+                        buf[at..at + PAGE_SIZE].copy_from_slice(&page[..]);
+                        pages.push((pid, frame));
+                    }
+                }
+            }
+            if pages.is_empty() {
+                self.checkpoint_slots[slot] = pages;
                 continue;
             }
-            let state = bm.state(pid);
-            let word = state.load();
-            if !matches!(state_of(word), UNLOCKED | MARKED) || !state.try_lock_x(word) {
-                next_retry.push(frame);
-                continue;
-            }
-            if bm.frame_pid[frame as usize].load(Ordering::Acquire) != pid
-                || !bm.frame_dirty[frame as usize].load(Ordering::Relaxed)
-            {
-                state.unlock_x_into(UNLOCKED);
-                continue;
-            }
-            let ptr = bm.frame_ptr(frame);
-            // SAFETY: exclusive latch held until the write completes.
-            let page = unsafe { &mut *(ptr as *mut [u8; PAGE_SIZE]) };
-            if page::page_lsn(page) >= durable_below {
-                state.unlock_x_into(UNLOCKED);
-                next_retry.push(frame);
-                continue;
-            }
-            seal_page(page, pid);
             let req = IoRequest::write(
-                pid * PAGE_SIZE as u64,
-                ptr,
-                PAGE_SIZE as u32,
-                u64::from(frame) | FLUSH_TAG,
+                pages[0].0 * PAGE_SIZE as u64,
+                buf.as_mut_ptr(),
+                (pages.len() * PAGE_SIZE) as u32,
+                CHECKPOINT_WRITE_TAG | slot as u64,
             );
-            // SAFETY: the page stays latched until its completion.
+            // SAFETY: the staging buffer belongs to the slot, which stays
+            // busy (its page list non-empty) until the write completes, and
+            // is neither written nor freed meanwhile (the buffers live as
+            // long as the worker, which waits for its I/O before it ends).
             match unsafe { self.channel.push(req) } {
                 Ok(()) => {
-                    pushed += 1;
                     self.checkpoint_writes_in_flight += 1;
-                    self.stats.page_writes += 1;
+                    self.stats.page_writes += pages.len() as u64;
+                    self.checkpoint_slots[slot] = pages;
                 }
                 Err(_) => {
-                    state.unlock_x_into(UNLOCKED);
-                    next_retry.push(frame);
+                    for &(pid, _) in &pages {
+                        bm.state(pid).unlock_x_into(UNLOCKED);
+                    }
+                    self.checkpoint_retry.append(&mut pages);
+                    self.checkpoint_slots[slot] = pages;
                     break;
                 }
             }
         }
-        // What the budget left untried stays for the next step.
-        next_retry.extend(retry);
-        self.checkpoint_retry = next_retry;
         self.checkpoint_cursor.is_none()
+            && self.checkpoint_pending_at == self.checkpoint_pending.len()
             && self.checkpoint_retry.is_empty()
             && self.checkpoint_writes_in_flight == 0
+    }
+
+    /// Scans frames for dirty pages into `checkpoint_pending`, up to the
+    /// end of the current window; true when the window (or the last one)
+    /// has been scanned.
+    fn scan_checkpoint_window(&mut self, bm: &BufferManager) -> bool {
+        let Some(mut frame) = self.checkpoint_cursor else {
+            return true;
+        };
+        let window_end = (self.first_frame as usize
+            + ((frame - self.first_frame) as usize / CHECKPOINT_WINDOW_FRAMES + 1)
+                * CHECKPOINT_WINDOW_FRAMES)
+            .min(self.end_frame as usize) as u32;
+        let step_end = window_end.min(frame.saturating_add(CHECKPOINT_SCAN_FRAMES_PER_STEP as u32));
+        while frame < step_end {
+            let pid = bm.frame_pid[frame as usize].load(Ordering::Acquire);
+            if pid < FREED_PAGE && bm.frame_dirty[frame as usize].load(Ordering::Relaxed) {
+                self.checkpoint_pending.push((pid, frame));
+            }
+            frame += 1;
+        }
+        self.checkpoint_cursor = (frame < self.end_frame).then_some(frame);
+        frame == window_end
     }
 
     /// Writes back every dirty page in this worker's frames and waits.
@@ -1558,17 +1697,22 @@ impl WorkerBuffer {
         for c in done {
             if c.user_data & FLUSH_TAG == 0 {
                 self.complete(c, wake);
-                continue;
+            } else {
+                self.complete_flush_write(c);
             }
-            let frame = (c.user_data & !FLUSH_TAG) as u32;
-            let pid = self.bm.frame_pid[frame as usize].load(Ordering::Acquire);
-            match c.result {
-                Ok(()) => self.bm.frame_dirty[frame as usize].store(false, Ordering::Relaxed),
-                Err(e) => self.bm.record_write_error(e.to_string()),
-            }
-            self.bm.state(pid).unlock_x_into(UNLOCKED);
         }
         Ok(())
+    }
+
+    /// A close's write of one page, in place, latched until now.
+    fn complete_flush_write(&mut self, c: IoCompletion) {
+        let frame = (c.user_data & !FLUSH_TAG) as u32;
+        let pid = self.bm.frame_pid[frame as usize].load(Ordering::Acquire);
+        match c.result {
+            Ok(()) => self.bm.frame_dirty[frame as usize].store(false, Ordering::Relaxed),
+            Err(e) => self.bm.record_write_error(e.to_string()),
+        }
+        self.bm.state(pid).unlock_x_into(UNLOCKED);
     }
 }
 
