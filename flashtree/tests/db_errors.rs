@@ -500,3 +500,49 @@ fn a_checkpoint_slot_of_another_format_version_is_named() {
     assert!(changed > 0, "no checkpoint slot found");
     expect_invalid(Db::open(dir.path(), tiny(1, 32)), "format version 1");
 }
+
+#[test]
+fn a_batch_is_limited_by_the_pages_it_changes_not_by_its_entries() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        wal_buffer_bytes: 1 << 20,
+        wal_bytes_per_worker: 16 << 20,
+        ..tiny(1, 4096)
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    let t = db.tree("t").unwrap();
+    // 1,000 small sorted entries change a few dozen leaves: they commit,
+    // although 3 full pages per entry would not fit the 1 MiB log buffer
+    // (the bound used to be per entry, and such a batch waited for ever).
+    let mut small = flashtree::db::WriteBatch::new();
+    for i in 0..1000u32 {
+        small.put(t, &i.to_be_bytes(), &[7u8; 100]).unwrap();
+    }
+    db.write(&small, Default::default()).unwrap();
+    // 1,000 entries of 900 bytes fill about 250 leaves: more full pages
+    // than the log buffer takes in one group. A clear error, no change.
+    let mut large = flashtree::db::WriteBatch::new();
+    for i in 0..1000u32 {
+        large
+            .put(t, &(1_000_000 + i).to_be_bytes(), &[9u8; 900])
+            .unwrap();
+    }
+    expect_invalid(db.write(&large, Default::default()), "split the batch");
+    assert_eq!(db.get(t, &1_000_000u32.to_be_bytes()).unwrap(), None);
+    assert_eq!(
+        db.get(t, &999u32.to_be_bytes()).unwrap(),
+        Some(vec![7u8; 100])
+    );
+    // The store goes on; the same records in smaller batches commit.
+    for chunk in 0..10u32 {
+        let mut part = flashtree::db::WriteBatch::new();
+        for i in chunk * 100..(chunk + 1) * 100 {
+            part.put(t, &(1_000_000 + i).to_be_bytes(), &[9u8; 900])
+                .unwrap();
+        }
+        db.write(&part, Default::default()).unwrap();
+    }
+    assert_eq!(db.range(t, None, ScanDirection::Forward).count(), 2000);
+    db.check().unwrap();
+    db.close().unwrap();
+}

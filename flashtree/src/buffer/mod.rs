@@ -970,6 +970,14 @@ impl WorkerBuffer {
         }
     }
 
+    /// The largest group (record bytes) this worker's log can ever take
+    /// (`usize::MAX` without a log).
+    pub fn log_max_record_bytes(&self) -> usize {
+        self.log
+            .as_ref()
+            .map_or(usize::MAX, |log| log.max_record_bytes())
+    }
+
     /// See [`LogWriter::assign_seq`].
     pub fn assign_log_seq(&mut self) -> u64 {
         let wal = self.bm.wal.clone();

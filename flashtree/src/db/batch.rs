@@ -123,12 +123,12 @@ impl WriteBatch {
         let e = &self.entries[i];
         (e.tree, self.key(e), self.value(e))
     }
+}
 
-    /// Log bytes the batch's group may take at most: per entry its leaf,
-    /// and a split's new page and parent.
-    pub(crate) fn max_record_bytes(&self) -> usize {
-        RECORD_HEADER_BYTES + GROUP_FIXED_BYTES + GROUP_PAGE_BYTES * (3 * self.entries.len() + 1)
-    }
+/// Log bytes a group that changes `pages` pages takes at most (each as a
+/// full image; a delta is smaller).
+fn record_bytes_most(pages: usize) -> usize {
+    RECORD_HEADER_BYTES + GROUP_FIXED_BYTES + GROUP_PAGE_BYTES * pages
 }
 
 /// Why a batch step stopped without applying the batch (nothing changed).
@@ -191,7 +191,9 @@ pub(crate) fn apply_step(
     last_puts: &super::LastPuts,
 ) -> std::result::Result<Applied, BatchStop> {
     wb.manager().wal().check().map_err(BatchStop::Fatal)?;
-    if !wb.log_has_room(batch.max_record_bytes()) {
+    // Room for a group of one page; the group's real size is checked once
+    // the step knows which pages it changed.
+    if !wb.log_has_room(record_bytes_most(1)) {
         wb.flush_log(true);
         return Err(BatchStop::NoLogRoom);
     }
@@ -286,11 +288,26 @@ pub(crate) fn apply_step(
         i += 1;
         splits_for_entry = 0;
     }
-    let seq = if held.iter().any(|h| h.before.is_some() || h.allocated) {
-        Some(log_leaves(wb, &mut held))
-    } else {
-        None
-    };
+    let changed = held
+        .iter()
+        .filter(|h| h.before.is_some() || h.allocated)
+        .count();
+    if changed > 0 {
+        let record_bytes = record_bytes_most(changed);
+        let most = wb.log_max_record_bytes();
+        if record_bytes > most {
+            roll_back(&mut held);
+            return Err(BatchStop::Fatal(Error::InvalidArgument(format!(
+                "the batch changes {changed} pages, whose log record (up to {record_bytes} bytes) exceeds the largest the log buffer takes ({most} bytes, half of Options::wal_buffer_bytes); split the batch or raise wal_buffer_bytes"
+            ))));
+        }
+        if !wb.log_has_room(record_bytes) {
+            roll_back(&mut held);
+            wb.flush_log(true);
+            return Err(BatchStop::NoLogRoom);
+        }
+    }
+    let seq = (changed > 0).then(|| log_leaves(wb, &mut held));
     drop(held);
     Ok(Applied {
         seq,
