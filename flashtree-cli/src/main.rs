@@ -5,6 +5,8 @@
 
 use clap::{Parser, Subcommand};
 
+mod data;
+
 #[derive(Parser)]
 #[command(
     name = "flashtree",
@@ -26,6 +28,27 @@ enum Command {
     /// Open a store (recovering it from its log if it crashed) and check it:
     /// every tree's structure, every page's checksum, the page accounting.
     Check(CheckArgs),
+    /// Print the value of KEY in tree T (a missing key exits with 1).
+    /// Example: flashtree get ./store --tree users alice
+    Get(data::GetArgs),
+    /// Set KEY to VALUE in tree T, durably (the tree is created if missing;
+    /// the store too with --create). Example: flashtree put ./store --tree users alice 42
+    Put(data::PutArgs),
+    /// Delete KEY from tree T (a missing key exits with 1).
+    /// Example: flashtree delete ./store --tree users alice
+    Delete(data::DeleteArgs),
+    /// Print the records of tree T with keys in [--from, --to), one
+    /// `key<TAB>value` line each. Example: flashtree scan ./store --tree users --from a --limit 10
+    Scan(data::ScanArgs),
+    /// Write every record (or those of --tree) as JSON lines:
+    /// {"tree":…,"key":…,"value":…}. Example: flashtree dump ./store > store.jsonl
+    Dump(data::DumpArgs),
+    /// Read JSON lines (as `dump` writes them) into a store, creating it and
+    /// its trees as needed, in atomic durable batches. Example: flashtree load ./copy < store.jsonl
+    Load(data::LoadArgs),
+    /// Check a store and report its trees, records, pages by kind, leaf fill
+    /// and file sizes. Example: flashtree stats ./store --json
+    Stats(data::StatsArgs),
     /// The MQSSD device cost model (Ransom, Lim & Mitzenmacher (MQSSD model)).
     #[command(subcommand)]
     Model(flashtree_model::cli::ModelCommand),
@@ -98,6 +121,13 @@ fn main() {
         Command::Bench(BenchCommand::Commit(args)) => flashtree_bench::durable::run_commit(args),
         Command::Bench(BenchCommand::Recover(args)) => flashtree_bench::durable::run_recover(args),
         Command::Check(args) => check(args),
+        Command::Get(args) => data::get(args),
+        Command::Put(args) => data::put(args),
+        Command::Delete(args) => data::delete(args),
+        Command::Scan(args) => data::scan(args),
+        Command::Dump(args) => data::dump(args),
+        Command::Load(args) => data::load(args),
+        Command::Stats(args) => data::stats(args),
         Command::Model(cmd) => flashtree_model::cli::run(cmd),
     };
     if let Err(message) = result {

@@ -1,0 +1,585 @@
+//! Data commands: look inside a store and change it from the shell
+//! (`get`, `put`, `delete`, `scan`, `dump`, `load`, `stats`), as LMDB's
+//! `mdb_dump`/`mdb_load`/`mdb_stat` and RocksDB's `ldb` do.
+//!
+//! Keys and values are bytes. On the command line they are taken as UTF-8
+//! text, or as hex with `--hex`. Output shows them as text where they are
+//! valid UTF-8 without control characters, escaped (`\xNN`) otherwise, or
+//! as hex with `--hex`. `dump` writes one JSON object per record:
+//! `{"tree":…,"key":…,"value":…}`, with `key_hex`/`value_hex` instead for
+//! bytes that are not valid UTF-8, so that `load` restores them exactly.
+
+use flashtree::db::{Db, Durability, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
+use std::collections::HashMap;
+use std::io::{BufRead, Write};
+use std::path::{Path, PathBuf};
+
+/// Where a store is and how to open it.
+#[derive(clap::Args, Debug)]
+pub struct StoreArgs {
+    /// The store's directory.
+    pub dir: PathBuf,
+    /// Buffer pool size in MiB.
+    #[arg(long, default_value_t = 64)]
+    pub pool_mib: u64,
+}
+
+/// One record's place.
+#[derive(clap::Args, Debug)]
+pub struct KeyArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The tree.
+    #[arg(long)]
+    pub tree: String,
+    /// The key (UTF-8 text, or hex with --hex).
+    pub key: String,
+    /// Keys and values are given and shown as hex.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+/// `flashtree get`.
+#[derive(clap::Args, Debug)]
+pub struct GetArgs {
+    #[command(flatten)]
+    pub at: KeyArgs,
+}
+
+/// `flashtree put`.
+#[derive(clap::Args, Debug)]
+pub struct PutArgs {
+    #[command(flatten)]
+    pub at: KeyArgs,
+    /// The value (UTF-8 text, or hex with --hex).
+    pub value: String,
+    /// Create the store (and the tree) if missing; without it a missing
+    /// store is an error. A missing tree is always created.
+    #[arg(long)]
+    pub create: bool,
+}
+
+/// `flashtree delete`.
+#[derive(clap::Args, Debug)]
+pub struct DeleteArgs {
+    #[command(flatten)]
+    pub at: KeyArgs,
+}
+
+/// `flashtree scan`.
+#[derive(clap::Args, Debug)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// The tree.
+    #[arg(long)]
+    pub tree: String,
+    /// First key (inclusive; default: the first).
+    #[arg(long)]
+    pub from: Option<String>,
+    /// End key (exclusive; default: past the last).
+    #[arg(long)]
+    pub to: Option<String>,
+    /// Descending key order.
+    #[arg(long)]
+    pub reverse: bool,
+    /// At most this many records.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Keys (--from, --to too) and values as hex.
+    #[arg(long)]
+    pub hex: bool,
+}
+
+/// `flashtree dump`.
+#[derive(clap::Args, Debug)]
+pub struct DumpArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Only this tree (repeatable; default: every tree).
+    #[arg(long)]
+    pub tree: Vec<String>,
+}
+
+/// `flashtree load`.
+#[derive(clap::Args, Debug)]
+pub struct LoadArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// Read records from this file instead of standard input.
+    #[arg(long)]
+    pub input: Option<PathBuf>,
+    /// Records per atomic, durable batch (a batch holds at most 4,096
+    /// entries, and as many leaves as a quarter of the pool's frames).
+    #[arg(long, default_value_t = 1000)]
+    pub batch: usize,
+    /// Refuse to load into a store that does not exist yet (default: create it).
+    #[arg(long)]
+    pub no_create: bool,
+}
+
+/// `flashtree stats`.
+#[derive(clap::Args, Debug)]
+pub struct StatsArgs {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    /// One JSON object instead of the table.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn open(store: &StoreArgs, create: bool) -> Result<Db, String> {
+    let dir = &store.dir;
+    if !create && !dir.is_dir() {
+        return Err(format!(
+            "{}: no store there (no such directory)",
+            dir.display()
+        ));
+    }
+    let options = Options {
+        pool_bytes: store.pool_mib << 20,
+        workers: 1,
+        durability: Durability::Sync,
+        create_if_missing: create,
+        ..Options::default()
+    };
+    Db::open(dir, options).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// The existing tree `name` (reading commands never create one).
+fn existing_tree(db: &Db, dir: &Path, name: &str) -> Result<Tree, String> {
+    let names = db.tree_names();
+    if !names.iter().any(|n| n == name) {
+        let known = if names.is_empty() {
+            "it has none".to_string()
+        } else {
+            format!("it has {}", names.join(", "))
+        };
+        return Err(format!(
+            "{}: no tree named {name:?} ({known})",
+            dir.display()
+        ));
+    }
+    db.tree(name).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// Bytes of a key or value given on the command line.
+fn parse_bytes(what: &str, text: &str, hex: bool) -> Result<Vec<u8>, String> {
+    if hex {
+        hex::decode(text).map_err(|e| format!("{what} {text:?} is not hex: {e}"))
+    } else {
+        Ok(text.as_bytes().to_vec())
+    }
+}
+
+/// Bytes shown to a reader: text where it is printable UTF-8, escaped
+/// otherwise; hex with `hex`.
+pub fn show(bytes: &[u8], hex: bool) -> String {
+    if hex {
+        return hex::encode(bytes);
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(s) if !s.chars().any(char::is_control) => s.to_string(),
+        _ => bytes.escape_ascii().to_string(),
+    }
+}
+
+fn close(db: Db, dir: &Path) -> Result<(), String> {
+    db.close().map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// `flashtree get DIR --tree T KEY`: prints the value; a missing key is
+/// an error (exit 1).
+pub fn get(args: GetArgs) -> Result<(), String> {
+    let at = &args.at;
+    let dir = &at.store.dir;
+    let key = parse_bytes("key", &at.key, at.hex)?;
+    let db = open(&at.store, false)?;
+    let tree = existing_tree(&db, dir, &at.tree)?;
+    let value = db
+        .get(tree, &key)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    close(db, dir)?;
+    match value {
+        Some(v) => {
+            println!("{}", show(&v, at.hex));
+            Ok(())
+        }
+        None => Err(format!(
+            "key {} not found in tree {:?}",
+            show(&key, at.hex),
+            at.tree
+        )),
+    }
+}
+
+/// `flashtree put DIR --tree T KEY VALUE`: durable when it returns.
+pub fn put(args: PutArgs) -> Result<(), String> {
+    let at = &args.at;
+    let dir = &at.store.dir;
+    let key = parse_bytes("key", &at.key, at.hex)?;
+    let value = parse_bytes("value", &args.value, at.hex)?;
+    let db = open(&at.store, args.create)?;
+    let tree = db
+        .tree(&at.tree)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    db.put(tree, &key, &value)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    close(db, dir)
+}
+
+/// `flashtree delete DIR --tree T KEY`: a missing key is an error (exit 1).
+pub fn delete(args: DeleteArgs) -> Result<(), String> {
+    let at = &args.at;
+    let dir = &at.store.dir;
+    let key = parse_bytes("key", &at.key, at.hex)?;
+    let db = open(&at.store, false)?;
+    let tree = existing_tree(&db, dir, &at.tree)?;
+    let existed = db
+        .delete(tree, &key)
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    close(db, dir)?;
+    if existed {
+        Ok(())
+    } else {
+        Err(format!(
+            "key {} not found in tree {:?}",
+            show(&key, at.hex),
+            at.tree
+        ))
+    }
+}
+
+/// Visits the records of `tree` with keys in `[from, to)`, in key order or
+/// reverse key order, until `visit` returns false.
+fn for_each_in_range(
+    db: &Db,
+    tree: Tree,
+    from: Option<&[u8]>,
+    to: Option<&[u8]>,
+    reverse: bool,
+    mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, String>,
+) -> Result<(), String> {
+    let (start, direction) = if reverse {
+        (to, ScanDirection::Backward)
+    } else {
+        (from, ScanDirection::Forward)
+    };
+    for entry in db.range(tree, start, direction) {
+        let (key, value) = entry.map_err(|e| e.to_string())?;
+        if to.is_some_and(|to| key.as_slice() >= to) {
+            if reverse {
+                continue; // the start key itself, or keys at the end bound
+            }
+            break;
+        }
+        if from.is_some_and(|from| key.as_slice() < from) {
+            if reverse {
+                break;
+            }
+            continue;
+        }
+        if !visit(&key, &value)? {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// `flashtree scan DIR --tree T`: one `key<TAB>value` line per record.
+pub fn scan(args: ScanArgs) -> Result<(), String> {
+    let dir = &args.store.dir;
+    let from = args
+        .from
+        .as_deref()
+        .map(|k| parse_bytes("--from", k, args.hex))
+        .transpose()?;
+    let to = args
+        .to
+        .as_deref()
+        .map(|k| parse_bytes("--to", k, args.hex))
+        .transpose()?;
+    let db = open(&args.store, false)?;
+    let tree = existing_tree(&db, dir, &args.tree)?;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    let mut left = args.limit.unwrap_or(u64::MAX);
+    if left > 0 {
+        for_each_in_range(
+            &db,
+            tree,
+            from.as_deref(),
+            to.as_deref(),
+            args.reverse,
+            |k, v| {
+                writeln!(out, "{}\t{}", show(k, args.hex), show(v, args.hex))
+                    .map_err(|e| format!("writing the output: {e}"))?;
+                left -= 1;
+                Ok(left > 0)
+            },
+        )
+        .map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    out.flush()
+        .map_err(|e| format!("writing the output: {e}"))?;
+    drop(out);
+    close(db, dir)
+}
+
+/// One record as a JSON object of `dump` and `load`.
+fn record_json(tree: &str, key: &[u8], value: &[u8]) -> serde_json::Value {
+    let mut o = serde_json::Map::new();
+    o.insert("tree".into(), tree.into());
+    for (name, bytes) in [("key", key), ("value", value)] {
+        match std::str::from_utf8(bytes) {
+            Ok(s) => o.insert(name.into(), s.into()),
+            Err(_) => o.insert(format!("{name}_hex"), hex::encode(bytes).into()),
+        };
+    }
+    serde_json::Value::Object(o)
+}
+
+/// The (tree, key, value) of a record line of `load`.
+fn parse_record(line: &str) -> Result<(String, Vec<u8>, Vec<u8>), String> {
+    let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
+    let o = v.as_object().ok_or("not a JSON object")?;
+    let tree = o
+        .get("tree")
+        .and_then(|t| t.as_str())
+        .ok_or("no \"tree\" string")?
+        .to_string();
+    let field = |name: &str| -> Result<Vec<u8>, String> {
+        match (o.get(name), o.get(&format!("{name}_hex"))) {
+            (Some(s), None) => s
+                .as_str()
+                .map(|s| s.as_bytes().to_vec())
+                .ok_or(format!("\"{name}\" is not a string")),
+            (None, Some(h)) => h
+                .as_str()
+                .ok_or(format!("\"{name}_hex\" is not a string"))
+                .and_then(|h| hex::decode(h).map_err(|e| format!("\"{name}_hex\": {e}"))),
+            (Some(_), Some(_)) => Err(format!("both \"{name}\" and \"{name}_hex\"")),
+            (None, None) => Err(format!("no \"{name}\" or \"{name}_hex\"")),
+        }
+    };
+    let key = field("key")?;
+    let value = field("value")?;
+    Ok((tree, key, value))
+}
+
+/// `flashtree dump DIR > file.jsonl`.
+pub fn dump(args: DumpArgs) -> Result<(), String> {
+    let dir = &args.store.dir;
+    let db = open(&args.store, false)?;
+    let names = if args.tree.is_empty() {
+        db.tree_names()
+    } else {
+        args.tree.clone()
+    };
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    for name in &names {
+        let tree = existing_tree(&db, dir, name)?;
+        for_each_in_range(&db, tree, None, None, false, |k, v| {
+            serde_json::to_writer(&mut out, &record_json(name, k, v))
+                .map_err(|e| format!("writing the output: {e}"))?;
+            out.write_all(b"\n")
+                .map_err(|e| format!("writing the output: {e}"))?;
+            Ok(true)
+        })
+        .map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
+    }
+    out.flush()
+        .map_err(|e| format!("writing the output: {e}"))?;
+    drop(out);
+    close(db, dir)
+}
+
+/// `flashtree load DIR < file.jsonl`: the records go in atomic batches of
+/// `--batch`, each durable when the next starts; a bad line stops the load
+/// before its batch (the batches before it stay).
+pub fn load(args: LoadArgs) -> Result<(), String> {
+    if args.batch == 0 {
+        return Err(flashtree_bench::util::usage_error(
+            "--batch must be at least 1",
+        ));
+    }
+    let dir = &args.store.dir;
+    let (reader, total_bytes): (Box<dyn BufRead>, Option<u64>) = match &args.input {
+        Some(path) => {
+            let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+            let len = file.metadata().ok().map(|m| m.len());
+            (Box::new(std::io::BufReader::new(file)), len)
+        }
+        None => (Box::new(std::io::BufReader::new(std::io::stdin())), None),
+    };
+    let input_name = args
+        .input
+        .as_ref()
+        .map_or("standard input".to_string(), |p| p.display().to_string());
+    let db = open(&args.store, !args.no_create)?;
+    let bar = match total_bytes {
+        Some(len) => flashtree_bench::util::progress_bar(len, "load"),
+        None => indicatif::ProgressBar::new_spinner(),
+    };
+    let mut trees: HashMap<String, Tree> = HashMap::new();
+    let mut batch = WriteBatch::new();
+    let mut records = 0u64;
+    let commit = |batch: &mut WriteBatch| -> Result<(), String> {
+        db.write(batch, WriteOptions::default())
+            .map_err(|e| format!("{}: {e}", dir.display()))?;
+        batch.clear();
+        Ok(())
+    };
+    for (n, line) in reader.lines().enumerate() {
+        let line = line.map_err(|e| format!("{input_name}: line {}: {e}", n + 1))?;
+        bar.inc(line.len() as u64 + 1);
+        if line.trim().is_empty() {
+            continue;
+        }
+        let (name, key, value) =
+            parse_record(&line).map_err(|e| format!("{input_name}: line {}: {e}", n + 1))?;
+        let tree = match trees.get(&name) {
+            Some(&t) => t,
+            None => {
+                let t = db
+                    .tree(&name)
+                    .map_err(|e| format!("{input_name}: line {}: {e}", n + 1))?;
+                trees.insert(name, t);
+                t
+            }
+        };
+        batch
+            .put(tree, &key, &value)
+            .map_err(|e| format!("{input_name}: line {}: {e}", n + 1))?;
+        records += 1;
+        if batch.len() >= args.batch {
+            commit(&mut batch)?;
+        }
+    }
+    if !batch.is_empty() {
+        commit(&mut batch)?;
+    }
+    bar.finish_and_clear();
+    close(db, dir)?;
+    eprintln!("loaded {records} records into {}", dir.display());
+    Ok(())
+}
+
+/// What `flashtree stats` reports.
+#[derive(serde::Serialize)]
+struct StoreStats {
+    trees: Vec<TreeStats>,
+    records: u64,
+    pages_allocated: u64,
+    pages_inner: u64,
+    pages_leaf: u64,
+    pages_free: u64,
+    pages_leaked: u64,
+    /// Bytes of keys and values over the bytes of the leaves.
+    leaf_fill: f64,
+    store_bytes: u64,
+    data_bytes: u64,
+    log_bytes: u64,
+}
+
+#[derive(serde::Serialize)]
+struct TreeStats {
+    name: String,
+    records: u64,
+    inner_pages: u64,
+    leaf_pages: u64,
+    key_value_bytes: u64,
+    leaf_fill: f64,
+}
+
+/// `flashtree stats DIR`: checks the store (as `flashtree check`) and
+/// counts its records, pages and bytes.
+pub fn stats(args: StatsArgs) -> Result<(), String> {
+    let dir = &args.store.dir;
+    let db = open(&args.store, false)?;
+    let report = db.check().map_err(|e| format!("{}: {e}", dir.display()))?;
+    let page_bytes = flashtree::io::PAGE_SIZE as f64;
+    let mut trees = Vec::new();
+    for (name, shape) in &report.trees {
+        let tree = existing_tree(&db, dir, name)?;
+        let mut key_value_bytes = 0u64;
+        for_each_in_range(&db, tree, None, None, false, |k, v| {
+            key_value_bytes += (k.len() + v.len()) as u64;
+            Ok(true)
+        })
+        .map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
+        trees.push(TreeStats {
+            name: name.clone(),
+            records: shape.entries,
+            inner_pages: shape.inner_nodes,
+            leaf_pages: shape.leaves,
+            key_value_bytes,
+            leaf_fill: key_value_bytes as f64 / (shape.leaves.max(1) as f64 * page_bytes),
+        });
+    }
+    close(db, dir)?;
+    let (mut data_bytes, mut log_bytes, mut store_bytes) = (0, 0, 0);
+    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    for entry in entries.flatten() {
+        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        let name = entry.file_name().to_string_lossy().to_string();
+        store_bytes += len;
+        if name.contains(".wal") {
+            log_bytes += len;
+        } else if !name.contains(".ckpt") {
+            data_bytes += len;
+        }
+    }
+    let leaves: u64 = trees.iter().map(|t| t.leaf_pages).sum();
+    let kv: u64 = trees.iter().map(|t| t.key_value_bytes).sum();
+    let stats = StoreStats {
+        records: trees.iter().map(|t| t.records).sum(),
+        pages_allocated: report.pages_allocated,
+        pages_inner: trees.iter().map(|t| t.inner_pages).sum(),
+        pages_leaf: leaves,
+        pages_free: report.pages_free,
+        pages_leaked: report.pages_leaked,
+        leaf_fill: kv as f64 / (leaves.max(1) as f64 * page_bytes),
+        trees,
+        store_bytes,
+        data_bytes,
+        log_bytes,
+    };
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string(&stats).map_err(|e| e.to_string())?
+        );
+        return Ok(());
+    }
+    println!(
+        "{:<24} {:>12} {:>12} {:>12} {:>14} {:>10}",
+        "tree", "records", "inner pages", "leaf pages", "key+value B", "leaf fill"
+    );
+    for t in &stats.trees {
+        println!(
+            "{:<24} {:>12} {:>12} {:>12} {:>14} {:>9.0}%",
+            t.name,
+            t.records,
+            t.inner_pages,
+            t.leaf_pages,
+            t.key_value_bytes,
+            t.leaf_fill * 100.0
+        );
+    }
+    println!(
+        "pages: {} allocated, {} inner, {} leaf, {} free, {} leaked; leaf fill {:.0}%",
+        stats.pages_allocated,
+        stats.pages_inner,
+        stats.pages_leaf,
+        stats.pages_free,
+        stats.pages_leaked,
+        stats.leaf_fill * 100.0
+    );
+    println!(
+        "bytes: {} in the store ({} data, {} log, the rest checkpoint slots)",
+        stats.store_bytes, stats.data_bytes, stats.log_bytes
+    );
+    Ok(())
+}
