@@ -5,7 +5,8 @@ set -euo pipefail
 
 packages=(build-essential pkg-config clang libclang-dev
           librocksdb-dev libwiredtiger-dev liblmdb-dev
-          libfontconfig1-dev fonts-dejavu-core fio linux-perf)
+          libfontconfig1-dev fonts-dejavu-core fio linux-perf
+          python3 python3-venv python3-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
