@@ -109,9 +109,11 @@ pub struct LoadArgs {
     /// Read records from this file instead of standard input.
     #[arg(long)]
     pub input: Option<PathBuf>,
-    /// Records per atomic, durable batch (a batch holds at most 4,096
-    /// entries, and as many leaves as a quarter of the pool's frames).
-    #[arg(long, default_value_t = 1000)]
+    /// Records per atomic, durable batch. A batch may change at most about
+    /// 1,000 pages (half the 8 MiB log buffer as full pages) and each
+    /// record up to 3 (its leaf, a split's new leaf and parent): 250 fits
+    /// any input; sorted input can take more.
+    #[arg(long, default_value_t = 250)]
     pub batch: usize,
     /// Refuse to load into a store that does not exist yet (default: create it).
     #[arg(long)]

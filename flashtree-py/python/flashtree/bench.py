@@ -166,7 +166,10 @@ def main(argv=None):
     )
     parser.add_argument("--records", type=int, default=200_000, help="records (default 200000)")
     parser.add_argument("--value-bytes", type=int, default=100, help="value size (default 100)")
-    parser.add_argument("--batch", type=int, default=1000, help="records per batch (default 1000)")
+    parser.add_argument(
+        "--batch", type=int, default=250,
+        help="records per batch (default 250: a flashtree batch of random keys may change up to 3 pages per record, and at most about 1,000 pages)",
+    )
     parser.add_argument("--dir", default=None, help="where the stores go (default: a temporary directory)")
     parser.add_argument("--json", action="store_true", help="one JSON object per result")
     args = parser.parse_args(argv)
