@@ -49,7 +49,8 @@ enum Command {
     /// Check a store and report its trees, records, pages by kind, leaf fill
     /// and file sizes. Example: flashtree stats ./store --json
     Stats(data::StatsArgs),
-    /// The MQSSD device cost model (Ransom, Lim & Mitzenmacher (MQSSD model)).
+    /// The MQSSD device cost model of Ransom, Lim & Mitzenmacher, "Multi-Queue
+    /// SSD I/O Modeling & Its Implications for Data Structure Design".
     #[command(subcommand)]
     Model(flashtree_model::cli::ModelCommand),
 }

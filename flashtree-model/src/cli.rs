@@ -12,7 +12,7 @@ use crate::plot;
 /// The model subcommands.
 #[derive(clap::Subcommand, Debug)]
 pub enum ModelCommand {
-    /// Measure the k × r grid of Ransom, Lim & Mitzenmacher (MQSSD model) §3.3 on a file and write grid.json.
+    /// Measure the k × r grid of Ransom, Lim & Mitzenmacher §3.3 on a file and write grid.json.
     Measure(MeasureArgs),
     /// Fit the MQSSD cost functions to grid.json and write model.json and plots.
     Fit(FitArgs),

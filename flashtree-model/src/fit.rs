@@ -1,7 +1,7 @@
 //! `fit`: from a measured grid to a [`DeviceModel`].
 //!
 //! 1. For each op and each k, the affine fit `y = transfer + setup · f`
-//!    ([`crate::linear`]) gives Table 2 of Ransom, Lim & Mitzenmacher (MQSSD model).
+//!    ([`crate::linear`]) gives Table 2 of Ransom, Lim & Mitzenmacher.
 //! 2. Across k, rational functions ([`crate::rational`]) are fitted to the
 //!    per-k setup and transfer costs: degree 2 for t, α and s (equation 5),
 //!    degree 3 for β (equation 6).
@@ -20,9 +20,9 @@ use crate::linear::fit_line;
 use crate::model::{DeviceModel, FitQuality, OpModel, PerKFit, MODEL_VERSION};
 use crate::rational::fit_rational;
 
-/// Degree of t(k), α(k) and s(k) (Ransom, Lim & Mitzenmacher (MQSSD model) equation 5).
+/// Degree of t(k), α(k) and s(k) (Ransom, Lim & Mitzenmacher equation 5).
 pub const DEGREE_EQ5: usize = 2;
-/// Degree of β(k) (Ransom, Lim & Mitzenmacher (MQSSD model) equation 6).
+/// Degree of β(k) (Ransom, Lim & Mitzenmacher equation 6).
 pub const DEGREE_EQ6: usize = 3;
 
 /// Quality of one rational fit across k.
@@ -292,7 +292,7 @@ pub fn median(values: &[f64]) -> Option<f64> {
     })
 }
 
-/// Renders Table 2 of Ransom, Lim & Mitzenmacher (MQSSD model) for the terminal.
+/// Renders Table 2 of Ransom, Lim & Mitzenmacher for the terminal.
 pub fn format_table(summary: &FitSummary) -> String {
     let mut out = String::new();
     for op in &summary.ops {

@@ -21,9 +21,9 @@ pub const K_MAX: u32 = 1 << 16;
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, clap::ValueEnum)]
 #[serde(rename_all = "lowercase")]
 pub enum Op {
-    /// Reads: costs t(k) (setup) and α(k) (transfer) of Ransom, Lim & Mitzenmacher (MQSSD model).
+    /// Reads: costs t(k) (setup) and α(k) (transfer) of Ransom, Lim & Mitzenmacher.
     Read,
-    /// Writes: costs s(k) (setup) and β(k) (transfer) of Ransom, Lim & Mitzenmacher (MQSSD model).
+    /// Writes: costs s(k) (setup) and β(k) (transfer) of Ransom, Lim & Mitzenmacher.
     Write,
 }
 

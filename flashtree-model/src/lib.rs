@@ -1,4 +1,5 @@
-//! The MQSSD device cost model of Ransom, Lim & Mitzenmacher (MQSSD model) (Ransom, Lim, Mitzenmacher):
+//! The MQSSD device cost model of Ransom, Lim & Mitzenmacher, "Multi-Queue SSD
+//! I/O Modeling & Its Implications for Data Structure Design":
 //! measure a device on a k × r grid, fit setup and transfer costs as rational
 //! functions of the concurrency k, predict throughput, choose a concurrency.
 //!
@@ -13,8 +14,8 @@
 //! throughput(k, f) = page_bytes / y(k, f)
 //! ```
 //!
-//! t, α, s are ratios of quadratics in k (Ransom, Lim & Mitzenmacher (MQSSD model) eq. 5), β a ratio of cubics
-//! (eq. 6). This is eq. 7 and 8 of Ransom, Lim & Mitzenmacher (MQSSD model) written per page: a stream of N
+//! t, α, s are ratios of quadratics in k (Ransom, Lim & Mitzenmacher eq. 5), β a ratio of cubics
+//! (eq. 6). This is eq. 7 and 8 of Ransom, Lim & Mitzenmacher written per page: a stream of N
 //! bytes in r runs has f = r·B/N. See [`model`] and [`rational`].
 //!
 //! # `grid.json` (version 1), written by `measure`, read by `fit`

@@ -1,4 +1,4 @@
-//! The per-k affine fit of Ransom, Lim & Mitzenmacher (MQSSD model) Table 2: at one concurrency k, the
+//! The per-k affine fit of Ransom, Lim & Mitzenmacher Table 2: at one concurrency k, the
 //! wall-clock cost per page is `y = transfer + setup · f`, with f the share of
 //! page accesses that are random. Least squares on relative residuals (each
 //! point weighs by 1/y), so that cheap sequential points count as much as

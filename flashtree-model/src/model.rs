@@ -9,7 +9,7 @@
 //! ```
 //!
 //! in µs per page over all k streams together, and the predicted throughput is
-//! `page_bytes / y`. This is Ransom, Lim & Mitzenmacher (MQSSD model) equations 7 and 8 written per page
+//! `page_bytes / y`. This is Ransom, Lim & Mitzenmacher equations 7 and 8 written per page
 //! (for a stream of N bytes with r random accesses, f = r·B/N).
 
 use std::path::Path;
@@ -27,7 +27,7 @@ pub const MODEL_VERSION: u32 = 1;
 /// is good enough for [`choose_concurrency`].
 pub const CHOOSE_TOLERANCE: f64 = 0.05;
 
-/// Table 2 of Ransom, Lim & Mitzenmacher (MQSSD model): the affine fit at one k.
+/// Table 2 of Ransom, Lim & Mitzenmacher: the affine fit at one k.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PerKFit {
     /// Concurrency.

@@ -1,4 +1,4 @@
-//! PNG plots like Ransom, Lim & Mitzenmacher (MQSSD model) figures 3 and 4: per-k costs with the fitted
+//! PNG plots like Ransom, Lim & Mitzenmacher figures 3 and 4: per-k costs with the fitted
 //! functions of k, and measured throughput against the model's curves.
 
 use std::ops::Range;

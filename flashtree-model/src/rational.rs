@@ -1,11 +1,11 @@
-//! Rational cost functions of k (Ransom, Lim & Mitzenmacher (MQSSD model) equations 5 and 6) and their
+//! Rational cost functions of k (Ransom, Lim & Mitzenmacher equations 5 and 6) and their
 //! nonlinear least-squares fit across k.
 //!
 //! A function of degree n is `(c_0 + c_1 k + … + c_n k^n) / (d_0 + d_1 k + … + d_n k^n)`.
 //! The scale of numerator and denominator is fixed by `d_n = 1`, and the other
 //! denominator coefficients are kept non-negative (fitted as squares), so the
 //! denominator is positive for every k ≥ 0: the fitted curve has no poles and
-//! none of the spikes Ransom, Lim & Mitzenmacher (MQSSD model) reports for unconstrained fits. The common shape
+//! none of the spikes Ransom, Lim & Mitzenmacher reports for unconstrained fits. The common shape
 //! of device costs, `A/k + B` (latency shared by k requests, then a bandwidth
 //! floor), is the special case `c_{n-1} = A, c_n = B`, all other terms 0; it
 //! serves as a start point and as the fallback when the full fit fails.
@@ -353,7 +353,7 @@ mod tests {
 
     #[test]
     fn recovers_quadratic_rational() {
-        // Shaped like t(k) of Ransom, Lim & Mitzenmacher (MQSSD model) Table 2: steep drop, then a floor.
+        // Shaped like t(k) of Ransom, Lim & Mitzenmacher Table 2: steep drop, then a floor.
         let truth = Rational {
             num: vec![50.0, 3000.0, 2.0],
             den: vec![0.5, 0.02, 1.0],

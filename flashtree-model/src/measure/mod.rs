@@ -1,4 +1,4 @@
-//! `measure`: the k × r grid of Ransom, Lim & Mitzenmacher (MQSSD model) §3.3 on one file.
+//! `measure`: the k × r grid of Ransom, Lim & Mitzenmacher §3.3 on one file.
 //!
 //! For each op (reads, then writes), each concurrency k and each random
 //! fraction f, one trial runs k streams for a fixed wall-clock time. Stream i
@@ -11,7 +11,7 @@
 //! The streams are k requests in flight on one io_uring channel of the
 //! engine's I/O layer driven by one thread (default), or k OS threads each
 //! doing blocking I/O on its own synchronous channel (`--threads`).
-//! Trials are bounded in time rather than in bytes (Ransom, Lim & Mitzenmacher (MQSSD model) moves 1 GB per
+//! Trials are bounded in time rather than in bytes (Ransom, Lim & Mitzenmacher moves 1 GB per
 //! thread, which at k = 1 and f = 1 would take minutes here); the model only
 //! needs the ratios.
 

@@ -1,5 +1,5 @@
 //! One stream of a trial: sequential runs at random offsets inside its own
-//! region of the file (Ransom, Lim & Mitzenmacher (MQSSD model)'s staggered offsets: no two streams touch the
+//! region of the file (Ransom, Lim & Mitzenmacher's staggered offsets: no two streams touch the
 //! same pages at the same time).
 
 use rand::rngs::SmallRng;

@@ -5,7 +5,7 @@ use flashtree_model::rational::Rational;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 
-/// The k of Ransom, Lim & Mitzenmacher (MQSSD model) §3.3.
+/// The k of Ransom, Lim & Mitzenmacher §3.3.
 pub const KS: [u32; 8] = [1, 2, 4, 8, 16, 32, 64, 128];
 
 /// Known cost functions (µs): setup and transfer per op.
