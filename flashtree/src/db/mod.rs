@@ -461,13 +461,112 @@ impl Db {
     }
 
     /// Looks up many keys at once, as concurrent tasks spread over all
-    /// workers. Results are in the order of `keys`.
+    /// workers. Results are in the order of `keys`. Each worker gets one
+    /// message with its share of the keys and runs up to
+    /// [`MULTI_GET_TASKS`] tasks over it (a miss waits for its read while
+    /// the other tasks go on); one reply per worker, not per key.
     pub fn multi_get(&self, tree: Tree, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
-        let replies: Vec<_> = keys
-            .iter()
-            .map(|k| self.get_async(tree, k))
+        for key in keys {
+            check_key(key)?;
+        }
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let share = keys.len().div_ceil(self.worker_count());
+        let keys: Arc<Vec<Vec<u8>>> = Arc::new(keys.to_vec());
+        let replies: Vec<_> = (0..keys.len())
+            .step_by(share)
+            .enumerate()
+            .map(|(worker, start)| {
+                let end = (start + share).min(keys.len());
+                self.get_share(worker, tree, keys.clone(), start..end)
+            })
             .collect::<Result<_>>()?;
-        replies.into_iter().map(Reply::wait).collect()
+        let mut values = Vec::with_capacity(keys.len());
+        for reply in replies {
+            values.extend(reply.wait()?);
+        }
+        Ok(values)
+    }
+
+    /// One worker's share `range` of a [`Db::multi_get`].
+    fn get_share(
+        &self,
+        worker: usize,
+        tree: Tree,
+        keys: Arc<Vec<Vec<u8>>>,
+        range: std::ops::Range<usize>,
+    ) -> Result<Reply<Result<Values>>> {
+        /// What the share's tasks hold together (on the worker's thread).
+        struct Share {
+            keys: Arc<Vec<Vec<u8>>>,
+            start: usize,
+            next: std::cell::Cell<usize>,
+            end: usize,
+            values: RefCell<Vec<Option<Vec<u8>>>>,
+            error: RefCell<Option<Error>>,
+            tasks_left: std::cell::Cell<usize>,
+            sender: RefCell<Option<reply::ReplySender<Result<Values>>>>,
+        }
+        let (sender, reply) = reply_pair(|| Err(Error::TaskPanicked));
+        let inner = self.inner.clone();
+        self.push_job(
+            worker,
+            Box::new(move |exec: &mut Executor| {
+                let tasks = range.len().clamp(1, MULTI_GET_TASKS);
+                let share = std::rc::Rc::new(Share {
+                    keys,
+                    start: range.start,
+                    next: std::cell::Cell::new(range.start),
+                    end: range.end,
+                    values: RefCell::new(vec![None; range.len()]),
+                    error: RefCell::new(None),
+                    tasks_left: std::cell::Cell::new(tasks),
+                    sender: RefCell::new(Some(sender)),
+                });
+                for _ in 0..tasks {
+                    let share = share.clone();
+                    let ctx = TaskCtx {
+                        inner: inner.clone(),
+                        worker,
+                        task: 0,
+                        reads: TaskReads::default(),
+                        last_puts: RefCell::new(LastPuts::default()),
+                    };
+                    exec.spawn(async move {
+                        let mut value = Vec::new();
+                        loop {
+                            let i = share.next.get();
+                            if i >= share.end || share.error.borrow().is_some() {
+                                break;
+                            }
+                            share.next.set(i + 1);
+                            match ctx.get(tree, &share.keys[i], &mut value).await {
+                                Ok(found) => {
+                                    share.values.borrow_mut()[i - share.start] =
+                                        found.then(|| std::mem::take(&mut value));
+                                }
+                                Err(e) => {
+                                    share.error.borrow_mut().get_or_insert(e);
+                                    break;
+                                }
+                            }
+                        }
+                        share.tasks_left.set(share.tasks_left.get() - 1);
+                        if share.tasks_left.get() == 0 {
+                            let outcome = match share.error.borrow_mut().take() {
+                                Some(e) => Err(e),
+                                None => Ok(share.values.take()),
+                            };
+                            if let Some(sender) = share.sender.borrow_mut().take() {
+                                sender.send(outcome);
+                            }
+                        }
+                    });
+                }
+            }),
+        )?;
+        Ok(reply)
     }
 
     /// Entries from `start` on (`None`: from the first key going forward, or
@@ -1246,6 +1345,12 @@ impl TaskCtx {
         }
     }
 }
+
+/// Values of a [`Db::multi_get`] (None: absent), in the order of its keys.
+type Values = Vec<Option<Vec<u8>>>;
+
+/// Most tasks one worker runs for its share of a [`Db::multi_get`].
+pub const MULTI_GET_TASKS: usize = 64;
 
 /// Iterator over a range, fetching one leaf per step from a worker.
 pub struct RangeIter<'a> {
