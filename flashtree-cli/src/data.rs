@@ -186,6 +186,11 @@ pub fn show(bytes: &[u8], hex: bool) -> String {
     }
 }
 
+/// The error of `get` and `delete` for a missing key.
+fn not_found(key: &[u8], at: &KeyArgs) -> String {
+    format!("key {} not found in tree {:?}", show(key, at.hex), at.tree)
+}
+
 fn close(db: Db, dir: &Path) -> Result<(), String> {
     db.close().map_err(|e| format!("{}: {e}", dir.display()))
 }
@@ -207,11 +212,7 @@ pub fn get(args: GetArgs) -> Result<(), String> {
             println!("{}", show(&v, at.hex));
             Ok(())
         }
-        None => Err(format!(
-            "key {} not found in tree {:?}",
-            show(&key, at.hex),
-            at.tree
-        )),
+        None => Err(not_found(&key, at)),
     }
 }
 
@@ -244,11 +245,7 @@ pub fn delete(args: DeleteArgs) -> Result<(), String> {
     if existed {
         Ok(())
     } else {
-        Err(format!(
-            "key {} not found in tree {:?}",
-            show(&key, at.hex),
-            at.tree
-        ))
+        Err(not_found(&key, at))
     }
 }
 

@@ -407,13 +407,25 @@ impl RangeIter {
     fn __next__(&self, py: Python<'_>) -> PyResult<Option<PyObject>> {
         let tree = self.tree;
         let state = &self.state;
-        let next = with_db(py, &self.shared, move |db| {
+        // Records already fetched need no engine call (and no GIL release).
+        let buffered = {
             let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
-            if s.buffered.is_empty() && !s.done {
-                s.fetch(db, tree)?;
+            match s.buffered.pop_front() {
+                Some(record) => Some(record),
+                None if s.done => return Ok(None),
+                None => None,
             }
-            Ok(s.buffered.pop_front())
-        })?;
+        };
+        let next = match buffered {
+            Some(record) => Some(record),
+            None => with_db(py, &self.shared, move |db| {
+                let mut s = state.lock().unwrap_or_else(|e| e.into_inner());
+                if s.buffered.is_empty() && !s.done {
+                    s.fetch(db, tree)?;
+                }
+                Ok(s.buffered.pop_front())
+            })?,
+        };
         Ok(next.map(|(k, v)| match self.what {
             Yield::Items => {
                 PyTuple::new_bound(py, [PyBytes::new_bound(py, &k), PyBytes::new_bound(py, &v)])
