@@ -12,3 +12,4 @@ cargo test --workspace
 # .venv and run its pytest suite.
 (cd flashtree-py && cargo fmt --check && cargo clippy -- -D warnings)
 bash scripts/python.sh --test
+bash scripts/c.sh --test
