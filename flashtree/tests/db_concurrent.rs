@@ -654,6 +654,67 @@ fn blocking_api_from_many_threads() {
         .unwrap();
 }
 
+/// Lookups on the calling thread (pages in memory, optimistic latches)
+/// while other threads keep rewriting, splitting and merging the same
+/// leaves: every value read is one that was written whole for its key.
+#[test]
+fn lookups_on_calling_threads_see_whole_values_during_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), tiny(2, 64)).unwrap());
+    let tree = db.tree("readers").unwrap();
+    let keys: Vec<Vec<u8>> = (0..400).map(shared_key).collect();
+    for key in &keys {
+        db.put(tree, key, &value_for(key, 0, 0)).unwrap();
+    }
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writers: Vec<_> = (1..3u64)
+        .map(|w| {
+            let (db, keys) = (db.clone(), keys.clone());
+            std::thread::spawn(move || {
+                for round in 1..40u64 {
+                    for key in &keys {
+                        // Values of changing lengths (0 to 300 bytes of
+                        // padding) move entries and split and merge leaves.
+                        db.put(tree, key, &value_for(key, w, round)).unwrap();
+                    }
+                }
+            })
+        })
+        .collect();
+    let readers: Vec<_> = (0..2)
+        .map(|r| {
+            let (db, keys, stop) = (db.clone(), keys.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let mut lookups = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    for (i, key) in keys.iter().enumerate().skip(r) {
+                        let v = db.get(tree, key).unwrap().expect("key present");
+                        assert!(parse_value(key, &v).is_some(), "torn value of key {i}");
+                        lookups += 1;
+                    }
+                    for (key, v) in keys.iter().zip(db.multi_get(tree, &keys).unwrap()) {
+                        let v = v.expect("key present");
+                        assert!(parse_value(key, &v).is_some(), "torn value in multi_get");
+                    }
+                }
+                lookups
+            })
+        })
+        .collect();
+    for w in writers {
+        w.join().expect("writer");
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for r in readers {
+        assert!(r.join().expect("reader") > 0);
+    }
+    Arc::try_unwrap(db)
+        .ok()
+        .expect("sole owner")
+        .close()
+        .unwrap();
+}
+
 #[test]
 fn multi_get_keeps_order_and_reports_absent_keys() {
     let dir = tempfile::tempdir().unwrap();

@@ -23,6 +23,7 @@ use crate::io::PAGE_SIZE;
 use crate::wal::format::{
     delta_runs, GroupParts, PageChange, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
 };
+use std::cell::RefCell;
 
 /// Most entries in one batch.
 pub const MAX_BATCH_ENTRIES: usize = 4096;
@@ -205,9 +206,14 @@ pub(crate) fn apply_step(
     // Splits made for entry i: the first may follow the task's sequence
     // (see `tree::split_latched`), later ones split evenly.
     let mut splits_for_entry = 0;
+    let mut last_leaf: Option<usize> = None;
     while i < batch.len() {
         let (tree_root, key, value) = batch.entry(i);
-        let index = match held.iter().position(|h| {
+        // The leaf of the previous entry first (keys in order often share
+        // one); otherwise a descent, which finds a held leaf by its page id.
+        // (Testing every held leaf's fences here made a batch quadratic.)
+        let index = match last_leaf.filter(|&l: &usize| {
+            let h = &held[l];
             h.is_leaf
                 && h.tree == tree_root
                 && tree::leaf_covers(Node::from_page(h.guard.page()), key)
@@ -237,6 +243,7 @@ pub(crate) fn apply_step(
                 }
             },
         };
+        last_leaf = Some(index);
         match value {
             Some(value) => {
                 let n = Node::from_page(held[index].guard.page());
@@ -308,6 +315,7 @@ pub(crate) fn apply_step(
         }
     }
     let seq = (changed > 0).then(|| log_leaves(wb, &mut held));
+    recycle_images(&mut held);
     drop(held);
     Ok(Applied {
         seq,
@@ -319,8 +327,35 @@ pub(crate) fn apply_step(
 /// Saves the leaf's image before its first change in this step.
 fn save_before(leaf: &mut HeldLeaf<'_>) {
     if leaf.before.is_none() {
-        leaf.before = Some(Box::new(*leaf.guard.page()));
+        let mut image = SPARE_IMAGES
+            .with(|spare| spare.borrow_mut().pop())
+            .unwrap_or_else(|| Box::new([0; PAGE_SIZE]));
+        image.copy_from_slice(leaf.guard.page());
+        leaf.before = Some(image);
     }
+}
+
+/// Most page-sized buffers a worker keeps for before-images (4 MiB).
+const SPARE_IMAGES_MOST: usize = 1024;
+
+thread_local! {
+    /// Before-image buffers of finished steps, reused by the next ones: a
+    /// batch saves one image per page it changes, and allocating each
+    /// afresh cost more than copying it.
+    static SPARE_IMAGES: RefCell<Vec<Box<[u8; PAGE_SIZE]>>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Hands the step's before-images back for reuse.
+fn recycle_images(held: &mut [HeldLeaf<'_>]) {
+    SPARE_IMAGES.with(|spare| {
+        let mut spare = spare.borrow_mut();
+        for image in held.iter_mut().filter_map(|h| h.before.take()) {
+            if spare.len() >= SPARE_IMAGES_MOST {
+                break;
+            }
+            spare.push(image);
+        }
+    });
 }
 
 /// Puts every changed page back as it was before the step and frees the

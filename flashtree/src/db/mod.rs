@@ -376,9 +376,38 @@ impl Db {
             .collect()
     }
 
-    /// The value of `key`, if present.
+    /// The value of `key`, if present. When every page on the way is in
+    /// memory the lookup runs on the calling thread (see
+    /// [`Db::get_on_caller`]); otherwise a worker does it, reading what is
+    /// missing.
     pub fn get(&self, tree: Tree, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        check_key(key)?;
+        let mut value = Vec::new();
+        if let Some(found) = self.get_on_caller(tree, key, &mut value) {
+            return Ok(found.then_some(value));
+        }
         self.get_async(tree, key)?.wait()
+    }
+
+    /// Looks `key` up on the calling thread through optimistic latches:
+    /// version snapshots validated after every read, no latch taken and no
+    /// I/O, as a worker's tasks read (readers never block writers, and a
+    /// lookup that overlapped a change retries). `None` when a page on the
+    /// way is not in memory, or a writer got in the way
+    /// [`CALLER_LOOKUP_TRIES`] times: the caller then hands the key to a
+    /// worker. Sending a lookup of resident pages to a worker and waiting
+    /// for its reply costs several times the lookup itself.
+    fn get_on_caller(&self, tree: Tree, key: &[u8], value: &mut Vec<u8>) -> Option<bool> {
+        for _ in 0..CALLER_LOOKUP_TRIES {
+            match tree::lookup(&self.inner.bm, tree.root, key, value) {
+                Ok(found) => return Some(found),
+                Err(OpError::Restart(Restart::Retry)) => continue,
+                // Not in memory, being read, or an error: a worker's lookup
+                // reads the page or reports the error.
+                Err(_) => return None,
+            }
+        }
+        None
     }
 
     /// Like [`Db::get`], as a future usable from any async runtime.
@@ -465,26 +494,46 @@ impl Db {
     /// message with its share of the keys and runs up to
     /// [`MULTI_GET_TASKS`] tasks over it (a miss waits for its read while
     /// the other tasks go on); one reply per worker, not per key.
+    ///
+    /// Keys whose pages are all in memory are looked up on the calling
+    /// thread first (see [`Db::get_on_caller`]); only the others go to the
+    /// workers.
     pub fn multi_get(&self, tree: Tree, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
         for key in keys {
             check_key(key)?;
         }
-        if keys.is_empty() {
-            return Ok(Vec::new());
+        let mut values: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
+        let mut missed: Vec<usize> = Vec::new();
+        for (i, key) in keys.iter().enumerate() {
+            let mut value = Vec::new();
+            values.push(match self.get_on_caller(tree, key, &mut value) {
+                Some(found) => found.then_some(value),
+                None => {
+                    missed.push(i);
+                    None
+                }
+            });
         }
-        let share = keys.len().div_ceil(self.worker_count());
-        let keys: Arc<Vec<Vec<u8>>> = Arc::new(keys.to_vec());
-        let replies: Vec<_> = (0..keys.len())
+        if missed.is_empty() {
+            return Ok(values);
+        }
+        let share = missed.len().div_ceil(self.worker_count());
+        let missed_keys: Arc<Vec<Vec<u8>>> =
+            Arc::new(missed.iter().map(|&i| keys[i].clone()).collect());
+        let replies: Vec<_> = (0..missed_keys.len())
             .step_by(share)
             .enumerate()
             .map(|(worker, start)| {
-                let end = (start + share).min(keys.len());
-                self.get_share(worker, tree, keys.clone(), start..end)
+                let end = (start + share).min(missed_keys.len());
+                self.get_share(worker, tree, missed_keys.clone(), start..end)
             })
             .collect::<Result<_>>()?;
-        let mut values = Vec::with_capacity(keys.len());
+        let mut next = missed.iter();
         for reply in replies {
-            values.extend(reply.wait()?);
+            for value in reply.wait()? {
+                let &i = next.next().expect("one value per missed key");
+                values[i] = value;
+            }
         }
         Ok(values)
     }
@@ -1351,6 +1400,10 @@ type Values = Vec<Option<Vec<u8>>>;
 
 /// Most tasks one worker runs for its share of a [`Db::multi_get`].
 pub const MULTI_GET_TASKS: usize = 64;
+
+/// Times a lookup on the calling thread restarts after a latch conflict
+/// before it hands the key to a worker.
+const CALLER_LOOKUP_TRIES: usize = 4;
 
 /// Iterator over a range, fetching one leaf per step from a worker.
 pub struct RangeIter<'a> {
