@@ -16,6 +16,9 @@ cargo build --release -p flashtree-c
 target=${CARGO_TARGET_DIR:-target}
 case $target in /*) ;; *) target=$root/$target ;; esac
 libdir=$target/release
+# The crate's outputs are libflashtree_c.*; C programs link -lflashtree.
+cp -f "$libdir/libflashtree_c.so" "$libdir/libflashtree.so"
+cp -f "$libdir/libflashtree_c.a" "$libdir/libflashtree.a"
 pkgid=$(cargo pkgid -p flashtree-c)
 version=${pkgid##*[#@]}
 mkdir -p "$libdir/pkgconfig"

@@ -4,7 +4,7 @@
 
 #![deny(clippy::undocumented_unsafe_blocks)]
 
-use flashtree::*;
+use flashtree_c::*;
 use std::ffi::{c_char, c_int, CStr, CString};
 use std::ptr::{null, null_mut};
 

@@ -259,17 +259,46 @@ impl Tree {
     }
 
     /// The values of `keys` (None where absent), looked up concurrently.
-    fn get_many<'py>(&self, py: Python<'py>, keys: Vec<Vec<u8>>) -> PyResult<Bound<'py, PyList>> {
-        let tree = self.tree;
-        let values = with_db(py, &self.shared, move |db| db.multi_get(tree, &keys))?;
-        let items: Vec<PyObject> = values
-            .into_iter()
-            .map(|v| match v {
-                Some(v) => PyBytes::new_bound(py, &v).into_any().unbind(),
-                None => py.None(),
+    fn get_many<'py>(
+        &self,
+        py: Python<'py>,
+        keys: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        // The keys' bytes are read in place: `bytes` objects are immutable,
+        // and `items` holds a reference to each while the GIL is released.
+        // Other bytes-like keys are copied into new `bytes` first.
+        let items: Vec<Bound<'py, PyBytes>> = keys
+            .iter()?
+            .map(|item| {
+                let item = item?;
+                match item.downcast_into::<PyBytes>() {
+                    Ok(bytes) => Ok(bytes),
+                    Err(e) => {
+                        let owned: Vec<u8> = e.into_inner().extract()?;
+                        Ok(PyBytes::new_bound(py, &owned))
+                    }
+                }
             })
-            .collect();
-        Ok(PyList::new_bound(py, items))
+            .collect::<PyResult<_>>()?;
+        let key_slices: Vec<&[u8]> = items.iter().map(|b| b.as_bytes()).collect();
+        let tree = self.tree;
+        // All values land in one buffer; `spans[i]` is where value i is.
+        let (data, spans) = with_db(py, &self.shared, |db| {
+            let mut data: Vec<u8> = Vec::new();
+            let mut spans: Vec<Option<(usize, usize)>> = vec![None; key_slices.len()];
+            db.multi_get_each(tree, &key_slices, |i, value| {
+                spans[i] = value.map(|v| {
+                    data.extend_from_slice(v);
+                    (data.len() - v.len(), data.len())
+                });
+            })?;
+            Ok((data, spans))
+        })?;
+        let values = spans.iter().map(|span| match span {
+            Some((start, end)) => PyBytes::new_bound(py, &data[*start..*end]).into_any(),
+            None => py.None().into_bound(py),
+        });
+        Ok(PyList::new_bound(py, values))
     }
 
     /// (key, value) pairs with keys in [start, end), in key order, or

@@ -734,7 +734,7 @@ fn multi_get_keeps_order_and_reports_absent_keys() {
         assert_eq!(v, &want, "multi_get of key {i}");
     }
     assert_eq!(
-        db.multi_get(tree, &[]).unwrap(),
+        db.multi_get::<Vec<u8>>(tree, &[]).unwrap(),
         Vec::<Option<Vec<u8>>>::new()
     );
     // One bad key fails the whole call with a clear error, no panic.

@@ -501,3 +501,45 @@ fn submissions_stay_within_max_submitted() {
         }
     }
 }
+
+#[test]
+fn dsync_writes_to_an_extra_file_round_trip_on_every_backend() {
+    for backend in BACKENDS {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = StorageConfig::new([dir.path().join("dev0")]);
+        cfg.min_capacity_bytes = 8 * PAGE as u64;
+        cfg.extra_files = vec![dir.path().join("log")];
+        let storage = Arc::new(Storage::open(&cfg).expect("open storage"));
+        let log = storage.data_device_count();
+        storage.preallocate_file(log, 8 * PAGE as u64).unwrap();
+        let mut channel = IoChannel::new(storage.clone(), &config(backend, 8)).unwrap();
+        let mut bufs: Vec<AlignedBuf> = (0..4).map(|_| AlignedBuf::new(2 * PAGE)).collect();
+        for (i, buf) in bufs.iter_mut().enumerate() {
+            pattern(buf, i as u64, 9);
+            let req = IoRequest::write_file_dsync(
+                log,
+                (2 * i * PAGE) as u64,
+                buf.as_ptr(),
+                2 * PAGE as u32,
+                i as u64,
+            );
+            // SAFETY: `bufs` outlives the completions waited for below.
+            unsafe { channel.push(req) }.unwrap();
+        }
+        let mut done: Vec<IoCompletion> = Vec::new();
+        while channel.in_flight() > 0 {
+            channel.wait(1, &mut done).unwrap();
+        }
+        assert_eq!(done.len(), 4, "{backend}");
+        assert!(done.iter().all(|c| c.result.is_ok()), "{backend}: {done:?}");
+        drop(channel);
+        let bytes = std::fs::read(dir.path().join("log")).unwrap();
+        for (i, buf) in bufs.iter().enumerate() {
+            assert_eq!(
+                &bytes[2 * i * PAGE..2 * (i + 1) * PAGE],
+                &buf[..],
+                "{backend}: write {i}"
+            );
+        }
+    }
+}

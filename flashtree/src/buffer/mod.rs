@@ -760,6 +760,8 @@ pub enum Block {
     /// Wait for one: tasks are busy-waiting for something a completion, or
     /// another worker, may release soon.
     One,
+    /// Wait for one, but not past this time (a sleeping task's deadline).
+    OneUntil(std::time::Instant),
 }
 
 /// Counters of one worker.
@@ -1350,7 +1352,17 @@ impl WorkerBuffer {
                 Block::Batch => (self.channel.in_flight() / WAIT_BATCH_DIVISOR).max(1),
                 _ => 1,
             };
-            self.channel.wait(min, &mut completions)?;
+            let timeout = match block {
+                Block::OneUntil(deadline) => {
+                    Some(deadline.saturating_duration_since(std::time::Instant::now()))
+                }
+                _ => None,
+            };
+            if timeout.is_some_and(|t| t.is_zero()) {
+                self.channel.poll(&mut completions)?;
+            } else {
+                self.channel.wait_timeout(min, timeout, &mut completions)?;
+            }
         } else {
             self.channel.poll(&mut completions)?;
         }

@@ -23,7 +23,7 @@
 use super::{BufferManager, PageId, WorkerBuffer};
 use crate::io::PAGE_SIZE;
 use crate::wal::format::{
-    GroupParts, PageChange, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
+    GroupParts, PageChange, PageRuns, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
 };
 use std::cell::{Cell, RefCell};
 
@@ -162,15 +162,20 @@ fn log_held(wb: &mut WorkerBuffer, bm: &BufferManager, step: &Step) -> u64 {
             seq,
         );
     }
+    // SAFETY: as above; the pages are only read until `append` returns.
+    let pages: Vec<&[u8; PAGE_SIZE]> = frames
+        .iter()
+        .map(|&(_, frame)| unsafe { &*(bm.frame_ptr(frame) as *const [u8; PAGE_SIZE]) })
+        .collect();
+    // A new image of each page: fresh when mostly zeros, else full.
+    let runs: Vec<PageRuns> = pages.iter().map(|p| PageRuns::plan(None, p)).collect();
     let images: Vec<(PageId, PageChange<'_>)> = frames
         .iter()
-        // SAFETY: as above; the images are only read until `append` returns.
-        .map(|&(pid, frame)| {
+        .zip(&pages)
+        .zip(&runs)
+        .map(|((&(pid, frame), page), runs)| {
             bm.set_frame_image_seq(frame, seq);
-            (
-                pid,
-                PageChange::Full(unsafe { &*(bm.frame_ptr(frame) as *const [u8; PAGE_SIZE]) }),
-            )
+            (pid, runs.change(page))
         })
         .collect();
     let parts = GroupParts {

@@ -21,7 +21,7 @@ use crate::buffer::{GuardX, OpError, PageId, Restart, WorkerBuffer};
 use crate::error::{Error, Result};
 use crate::io::PAGE_SIZE;
 use crate::wal::format::{
-    delta_runs, GroupParts, PageChange, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
+    GroupParts, PageChange, PageRuns, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
 };
 use std::cell::RefCell;
 
@@ -575,32 +575,27 @@ fn two_mut<T>(items: &mut [T], a: usize, b: usize) -> (&mut T, &mut T) {
 fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
     let floor = wb.manager().wal().checkpoints.image_floor();
     let seq = wb.assign_log_seq();
-    let mut runs: Vec<Option<Vec<(u16, u16)>>> = Vec::new();
+    let mut runs: Vec<PageRuns> = Vec::new();
     for leaf in held
         .iter_mut()
         .filter(|h| h.before.is_some() || h.allocated)
     {
         crate::buffer::page::set_page_lsn(leaf.guard.page_mut(), seq);
         let image_seq = leaf.guard.image_seq();
-        runs.push(match &leaf.before {
+        // A delta needs an image of the page at or above the floor.
+        let before = match &leaf.before {
             Some(before) if !leaf.allocated && image_seq != 0 && image_seq >= floor => {
-                delta_runs(before, leaf.guard.page())
+                Some(&**before)
             }
             _ => None,
-        });
+        };
+        runs.push(PageRuns::plan(before, leaf.guard.page()));
     }
     let changes: Vec<(PageId, PageChange<'_>)> = held
         .iter()
         .filter(|h| h.before.is_some() || h.allocated)
         .zip(&runs)
-        .map(|(h, runs)| {
-            let page = h.guard.page();
-            let change = match runs {
-                Some(runs) => PageChange::Delta { page, runs },
-                None => PageChange::Full(page),
-            };
-            (h.guard.pid(), change)
-        })
+        .map(|(h, runs)| (h.guard.pid(), runs.change(h.guard.page())))
         .collect();
     debug_assert!(changes.len() <= 3 * MAX_BATCH_ENTRIES + 1);
     wb.append_log_group(&GroupParts {
@@ -615,7 +610,7 @@ fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
         .filter(|h| h.before.is_some() || h.allocated)
         .zip(&runs)
     {
-        if runs.is_none() {
+        if runs.is_image() {
             leaf.guard.set_image_seq(seq);
         }
     }

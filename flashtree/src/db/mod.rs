@@ -498,28 +498,47 @@ impl Db {
     /// Keys whose pages are all in memory are looked up on the calling
     /// thread first (see [`Db::get_on_caller`]); only the others go to the
     /// workers.
-    pub fn multi_get(&self, tree: Tree, keys: &[Vec<u8>]) -> Result<Vec<Option<Vec<u8>>>> {
+    pub fn multi_get<K: AsRef<[u8]>>(
+        &self,
+        tree: Tree,
+        keys: &[K],
+    ) -> Result<Vec<Option<Vec<u8>>>> {
+        let mut values: Vec<Option<Vec<u8>>> = vec![None; keys.len()];
+        self.multi_get_each(tree, keys, |i, value| values[i] = value.map(<[u8]>::to_vec))?;
+        Ok(values)
+    }
+
+    /// Like [`Db::multi_get`], handing each value to `found(i, value)`
+    /// instead of returning it (`value` is `None` when `keys[i]` is
+    /// absent), so a caller that copies values elsewhere (into one buffer,
+    /// into another language's objects) allocates nothing per key. `found`
+    /// runs on the calling thread once per key, not in key order: first
+    /// for the keys whose pages are in memory, then for the others as the
+    /// workers answer. On an error `found` may have run for some keys.
+    pub fn multi_get_each<K: AsRef<[u8]>>(
+        &self,
+        tree: Tree,
+        keys: &[K],
+        mut found: impl FnMut(usize, Option<&[u8]>),
+    ) -> Result<()> {
         for key in keys {
-            check_key(key)?;
+            check_key(key.as_ref())?;
         }
-        let mut values: Vec<Option<Vec<u8>>> = Vec::with_capacity(keys.len());
         let mut missed: Vec<usize> = Vec::new();
+        let mut value = Vec::new();
         for (i, key) in keys.iter().enumerate() {
-            let mut value = Vec::new();
-            values.push(match self.get_on_caller(tree, key, &mut value) {
-                Some(found) => found.then_some(value),
-                None => {
-                    missed.push(i);
-                    None
-                }
-            });
+            match self.get_on_caller(tree, key.as_ref(), &mut value) {
+                Some(true) => found(i, Some(&value)),
+                Some(false) => found(i, None),
+                None => missed.push(i),
+            }
         }
         if missed.is_empty() {
-            return Ok(values);
+            return Ok(());
         }
         let share = missed.len().div_ceil(self.worker_count());
         let missed_keys: Arc<Vec<Vec<u8>>> =
-            Arc::new(missed.iter().map(|&i| keys[i].clone()).collect());
+            Arc::new(missed.iter().map(|&i| keys[i].as_ref().to_vec()).collect());
         let replies: Vec<_> = (0..missed_keys.len())
             .step_by(share)
             .enumerate()
@@ -532,10 +551,10 @@ impl Db {
         for reply in replies {
             for value in reply.wait()? {
                 let &i = next.next().expect("one value per missed key");
-                values[i] = value;
+                found(i, value.as_deref());
             }
         }
-        Ok(values)
+        Ok(())
     }
 
     /// One worker's share `range` of a [`Db::multi_get`].

@@ -32,6 +32,9 @@ pub(crate) struct WorkerShared {
     queue: Mutex<VecDeque<Job>>,
     queued: AtomicUsize,
     signal: Condvar,
+    /// A wake without a job arrived (set under `queue`'s lock): the
+    /// worker has something to look at, such as a checkpoint's round.
+    woken: AtomicBool,
     pub(crate) page_reads: AtomicU64,
     pub(crate) page_writes: AtomicU64,
     pub(crate) evictions: AtomicU64,
@@ -54,6 +57,7 @@ impl WorkerShared {
 
     pub(crate) fn wake(&self) {
         let _queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
+        self.woken.store(true, Ordering::Release);
         self.signal.notify_one();
     }
 
@@ -66,9 +70,16 @@ impl WorkerShared {
         out.extend(queue.drain(..));
     }
 
+    /// Sleeps until a job or a wake arrives. A wake that came since the
+    /// last sleep ends it at once: it may be for something the worker
+    /// decided before it fell asleep there was nothing to do about (another
+    /// worker's checkpoint needs this one's part, and waited for it).
     fn sleep_until_job(&self, shutdown: &AtomicBool) {
         let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        while queue.is_empty() && !shutdown.load(Ordering::Acquire) {
+        while queue.is_empty()
+            && !shutdown.load(Ordering::Acquire)
+            && !self.woken.swap(false, Ordering::AcqRel)
+        {
             queue = self.signal.wait(queue).unwrap_or_else(|e| e.into_inner());
         }
     }
@@ -76,7 +87,7 @@ impl WorkerShared {
     /// Sleeps until a job or a wake arrives, at most `timeout`.
     fn sleep_briefly(&self, timeout: std::time::Duration) {
         let queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
-        if queue.is_empty() {
+        if queue.is_empty() && !self.woken.swap(false, Ordering::AcqRel) {
             let _ = self.signal.wait_timeout(queue, timeout);
         }
     }
@@ -423,6 +434,12 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
     }
 }
 
+/// How late a sleeping task may wake when the worker waits for I/O: the
+/// tasks due within this window wake together, one wake-up of the worker
+/// for all (as Linux's default timer slack of 50 µs does for threads). A
+/// wake-up per deadline cost more CPU than the commits of an open loop.
+const TIMER_SLACK: std::time::Duration = std::time::Duration::from_micros(50);
+
 fn step_io(wb: &mut WorkerBuffer, exec: &mut Executor) -> Result<()> {
     wb.submit()?;
     if wb.needs_eviction() {
@@ -440,7 +457,11 @@ fn step_io(wb: &mut WorkerBuffer, exec: &mut Executor) -> Result<()> {
     {
         Block::Batch
     } else if exec.ready_count() == 0 || exec.only_busy_waiters_ready() {
-        Block::One
+        // A sleeping task wakes at its deadline, not at the next completion.
+        match exec.next_timer() {
+            Some(deadline) => Block::OneUntil(deadline + TIMER_SLACK),
+            None => Block::One,
+        }
     } else {
         Block::No
     };

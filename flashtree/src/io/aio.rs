@@ -78,7 +78,7 @@ impl AioBackend {
     pub(crate) fn queue(&mut self, index: u32, slot: &Slot, fd: i32) {
         let opcode = match slot.op {
             IoOp::Read => IOCB_CMD_PREAD,
-            IoOp::Write => IOCB_CMD_PWRITE,
+            IoOp::Write | IoOp::WriteDsync => IOCB_CMD_PWRITE,
             IoOp::Fsync => IOCB_CMD_FSYNC,
             IoOp::Fdatasync => IOCB_CMD_FDSYNC,
         };
@@ -90,6 +90,11 @@ impl AioBackend {
             aio_buf: slot.buf as u64,
             aio_nbytes: u64::from(slot.len),
             aio_offset: slot.device_offset as i64,
+            aio_rw_flags: if slot.op == IoOp::WriteDsync {
+                libc::RWF_DSYNC
+            } else {
+                0
+            },
             ..Iocb::default()
         };
         self.queued.push(iocb as *mut Iocb);
@@ -132,7 +137,12 @@ impl AioBackend {
         Ok(done)
     }
 
-    pub(crate) fn reap(&mut self, min: usize, on_done: &mut dyn FnMut(u32, i64)) -> Result<()> {
+    pub(crate) fn reap(
+        &mut self,
+        min: usize,
+        timeout: Option<std::time::Duration>,
+        on_done: &mut dyn FnMut(u32, i64),
+    ) -> Result<()> {
         let mut reaped = 0;
         for (slot, res) in self.refused.drain(..) {
             on_done(slot, res);
@@ -143,8 +153,16 @@ impl AioBackend {
             tv_sec: 0,
             tv_nsec: 0,
         };
+        let limit = timeout.map(|t| libc::timespec {
+            tv_sec: t.as_secs() as libc::time_t,
+            tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+        });
         loop {
-            let timeout: *const libc::timespec = if min > 0 { std::ptr::null() } else { &zero };
+            let timeout: *const libc::timespec = match (&limit, min) {
+                (_, 0) => &zero,
+                (Some(limit), _) => limit,
+                (None, _) => std::ptr::null(),
+            };
             // SAFETY: events has room for events.len() entries; timeout is
             // null or points at a live timespec.
             let rc = unsafe {

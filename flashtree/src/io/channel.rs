@@ -82,6 +82,21 @@ impl IoRequest {
         }
     }
 
+    /// A write of `len` bytes at `offset` of extra file `device`, durable
+    /// when it completes ([`IoOp::WriteDsync`]).
+    pub fn write_file_dsync(
+        device: usize,
+        offset: u64,
+        buf: *const u8,
+        len: u32,
+        user_data: u64,
+    ) -> Self {
+        IoRequest {
+            op: IoOp::WriteDsync,
+            ..IoRequest::write_file(device, offset, buf, len, user_data)
+        }
+    }
+
     /// An fdatasync of device `device` (or an fsync with `full`).
     pub fn sync(device: usize, full: bool, user_data: u64) -> IoRequest {
         let op = if full { IoOp::Fsync } else { IoOp::Fdatasync };
@@ -379,13 +394,25 @@ impl IoChannel {
 
     /// Appends the completions that have arrived, without blocking.
     pub fn poll(&mut self, out: &mut Vec<IoCompletion>) -> Result<usize> {
-        self.reap(0, out)
+        self.reap(0, None, out)
     }
 
     /// Submits what is queued (within `max_submitted`) and blocks until at
     /// least `min` completions have arrived (at most what is then
     /// submitted), appending them to `out`.
     pub fn wait(&mut self, min: usize, out: &mut Vec<IoCompletion>) -> Result<usize> {
+        self.wait_timeout(min, None, out)
+    }
+
+    /// Like [`IoChannel::wait`], returning after `timeout` (if given) even
+    /// when fewer than `min` completions arrived. Without the kernel's
+    /// timed wait (io_uring before Linux 5.11) it waits not at all.
+    pub fn wait_timeout(
+        &mut self,
+        min: usize,
+        timeout: Option<std::time::Duration>,
+        out: &mut Vec<IoCompletion>,
+    ) -> Result<usize> {
         let limit = self.submit_room();
         let reapable = self.submitted() + limit;
         if let Backend::Uring(uring) = &mut self.backend {
@@ -399,7 +426,7 @@ impl IoChannel {
                 queued_count,
                 ..
             } = self;
-            let submitted = uring.submit_and_reap(min, limit, &mut |index, res| {
+            let submitted = uring.submit_and_reap(min, limit, timeout, &mut |index, res| {
                 finish(slots, free_slots, storage, out, index, res)
             })?;
             *queued_count -= submitted as u32;
@@ -407,10 +434,15 @@ impl IoChannel {
         }
         self.submit()?;
         let min = min.min(self.submitted());
-        self.reap(min, out)
+        self.reap(min, timeout, out)
     }
 
-    fn reap(&mut self, min: usize, out: &mut Vec<IoCompletion>) -> Result<usize> {
+    fn reap(
+        &mut self,
+        min: usize,
+        timeout: Option<std::time::Duration>,
+        out: &mut Vec<IoCompletion>,
+    ) -> Result<usize> {
         let before = out.len();
         let IoChannel {
             backend,
@@ -427,7 +459,7 @@ impl IoChannel {
                 debug_assert_eq!(min, 0);
                 uring.reap_ready(&mut on_done)
             }
-            Backend::Aio(aio) => aio.reap(min, &mut on_done)?,
+            Backend::Aio(aio) => aio.reap(min, timeout, &mut on_done)?,
             Backend::Sync(sync) => sync.reap(&mut on_done),
         }
         Ok(out.len() - before)

@@ -175,6 +175,10 @@ pub enum IoOp {
     Read,
     /// Write `len` bytes from the buffer at a logical offset.
     Write,
+    /// A write that is durable when it completes (`RWF_DSYNC`: the data
+    /// and the metadata needed to read it back, as a write followed by
+    /// `fdatasync` of the range, in one request and one round trip).
+    WriteDsync,
     /// fsync(2) one device (the request's `offset` is the device index).
     Fsync,
     /// fdatasync(2) one device (the request's `offset` is the device index).
@@ -186,6 +190,7 @@ impl IoOp {
         match self {
             IoOp::Read => "read",
             IoOp::Write => "write",
+            IoOp::WriteDsync => "write (dsync)",
             IoOp::Fsync => "fsync",
             IoOp::Fdatasync => "fdatasync",
         }

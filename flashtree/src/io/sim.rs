@@ -10,7 +10,8 @@
 //! * Each file has a *durable* image and a *volatile* image (what reads see).
 //!   A write or `set_len` changes the volatile image at once (writes past EOF
 //!   zero-fill the gap) and is remembered as a *pending* operation, in order,
-//!   until [`SimDisk::sync`] of that file makes the volatile image durable.
+//!   until [`SimDisk::sync`] of that file makes the volatile image durable
+//!   ([`SimDisk::sync_range`]: only a range of it, as `RWF_DSYNC` does).
 //! * [`SimDisk::crash`] resolves each file's pending operations with the
 //!   seeded RNG: each write is kept (probability `keep_probability`), else
 //!   torn (`tear_probability` of the rest: a random non-empty proper subset of
@@ -397,6 +398,32 @@ impl SimDisk {
         Ok(())
     }
 
+    /// Makes bytes `offset..offset + len` of `file`'s volatile image
+    /// durable, and nothing else: the second half of a write with
+    /// `RWF_DSYNC` (the first is [`SimDisk::write`]). It counts as a sync
+    /// for faults. Other pending writes stay pending; where they overlap
+    /// the range they now carry its bytes, so that landing them in a crash
+    /// cannot bring older bytes back.
+    pub fn sync_range(&self, file: SimFileId, offset: u64, len: u64) -> Result<(), i32> {
+        let mut s = self.lock();
+        s.begin(FaultKind::Sync)?;
+        let f = s.file(file);
+        let start = (offset as usize).min(f.volatile.len());
+        let end = (offset.saturating_add(len) as usize).min(f.volatile.len());
+        let bytes = f.volatile[start..end].to_vec();
+        write_at(&mut f.durable, start as u64, &bytes);
+        for op in &mut f.pending {
+            if let Pending::Write { offset, data } = op {
+                let (at, stop) = (*offset as usize, *offset as usize + data.len());
+                let (from, to) = (at.max(start), stop.min(end));
+                if from < to {
+                    data[from - at..to - at].copy_from_slice(&bytes[from - start..to - start]);
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// Crashes: resolves pending operations at random (see the module
     /// documentation), then volatile = durable; releases every lock.
     pub fn crash(&self) {
@@ -540,6 +567,31 @@ mod tests {
             assert_eq!(disk.read(f, 0, &mut buf), Ok(4096));
             assert_eq!(buf, durable[..4096]);
             assert_eq!(disk.len(f), durable.len() as u64);
+        }
+    }
+
+    #[test]
+    fn a_synced_range_survives_and_older_overlapping_writes_cannot_undo_it() {
+        for seed in 0..64 {
+            let disk = SimDisk::new(SimConfig::new(seed));
+            let f = disk.open(&p("a"), true).unwrap();
+            disk.write(f, 0, &[1; 8192]).unwrap(); // pending, overlaps
+            disk.write(f, 4096, &[2; 4096]).unwrap();
+            disk.sync_range(f, 4096, 4096).unwrap();
+            disk.write(f, 8192, &[3; 4096]).unwrap(); // pending, after
+            match seed % 3 {
+                0 => disk.crash(),
+                1 => disk.crash_keep_all(),
+                _ => disk.crash_drop_all(),
+            }
+            let durable = disk.durable_bytes(&p("a")).unwrap();
+            assert_eq!(&durable[4096..8192], &[2; 4096][..], "seed {seed}");
+            // The rest is whatever the crash kept: old (zeros) or new.
+            assert!(durable[..4096].iter().all(|&b| b == 0 || b == 1));
+            if seed % 3 == 2 {
+                assert_eq!(&durable[..4096], &[0; 4096][..]);
+                assert_eq!(durable.len(), 8192);
+            }
         }
     }
 

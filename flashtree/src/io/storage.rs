@@ -357,6 +357,17 @@ impl Storage {
                         let buf = unsafe { std::slice::from_raw_parts(slot.buf, len) };
                         sim.write(*id, slot.device_offset, buf).map(|n| n as i64)
                     }
+                    IoOp::WriteDsync => {
+                        // SAFETY: the caller's contract.
+                        let buf = unsafe { std::slice::from_raw_parts(slot.buf, len) };
+                        // Two operations of the disk, so that a crash or a
+                        // fault may fall between them (the write then
+                        // stays pending: dropped or torn by a crash).
+                        sim.write(*id, slot.device_offset, buf).and_then(|n| {
+                            sim.sync_range(*id, slot.device_offset, n as u64)
+                                .map(|()| n as i64)
+                        })
+                    }
                     IoOp::Fsync | IoOp::Fdatasync => sim.sync(*id).map(|()| 0),
                 };
                 result.unwrap_or_else(|errno| -i64::from(errno))
@@ -370,6 +381,13 @@ impl Storage {
                         match slot.op {
                             IoOp::Read => libc::pread(fd, slot.buf.cast(), len, off) as i64,
                             IoOp::Write => libc::pwrite(fd, slot.buf.cast(), len, off) as i64,
+                            IoOp::WriteDsync => {
+                                let iov = libc::iovec {
+                                    iov_base: slot.buf.cast(),
+                                    iov_len: len,
+                                };
+                                libc::pwritev2(fd, &iov, 1, off, libc::RWF_DSYNC) as i64
+                            }
                             IoOp::Fsync => libc::fsync(fd) as i64,
                             IoOp::Fdatasync => libc::fdatasync(fd) as i64,
                         }

@@ -10,6 +10,8 @@ use io_uring::{opcode, squeue, types, IoUring};
 /// copy private). The CQ holds twice the ring's entries and the channel never
 /// has more requests than entries, so it cannot overflow and needs no flush.
 const IORING_ENTER_GETEVENTS: u32 = 1;
+/// io_uring_enter's argument is an `io_uring_getevents_arg` (a timeout).
+const IORING_ENTER_EXT_ARG: u32 = 1 << 3;
 
 /// Most bytes one registered buffer may span (kernel limit: 1 GiB).
 const FIXED_BUFFER_MAX_BYTES: usize = 1 << 30;
@@ -229,6 +231,16 @@ impl UringBackend {
                     .offset(off)
                     .build()),
             },
+            IoOp::WriteDsync => match self.fixed_buffer_index(slot.buf, slot.len) {
+                Some(b) => target!(|t| opcode::WriteFixed::new(t, slot.buf, slot.len, b)
+                    .offset(off)
+                    .rw_flags(libc::RWF_DSYNC)
+                    .build()),
+                None => target!(|t| opcode::Write::new(t, slot.buf, slot.len)
+                    .offset(off)
+                    .rw_flags(libc::RWF_DSYNC)
+                    .build()),
+            },
             IoOp::Fsync => target!(|t| opcode::Fsync::new(t).build()),
             IoOp::Fdatasync => target!(|t| opcode::Fsync::new(t)
                 .flags(types::FsyncFlags::DATASYNC)
@@ -290,6 +302,7 @@ impl UringBackend {
         &mut self,
         min: usize,
         limit: usize,
+        timeout: Option<std::time::Duration>,
         on_done: &mut dyn FnMut(u32, i64),
     ) -> Result<usize> {
         let pending_before = self.sq_pending;
@@ -297,7 +310,23 @@ impl UringBackend {
         let mut limit = limit.min(self.sq_pending);
         while reaped < min || limit > 0 {
             let want = min.saturating_sub(reaped);
-            match self.enter(limit, want) {
+            let entered = match timeout {
+                None => self.enter(limit, want),
+                // Submit first, then wait with the timeout (a timed wait
+                // that also submits may report the timeout, not the count).
+                Some(_) if limit > 0 => self.enter(limit, 0),
+                Some(timeout) if self.ring.params().is_feature_ext_arg() => {
+                    match self.enter_timed(want, timeout) {
+                        Err(e) if e.raw_os_error() == Some(libc::ETIME) => {
+                            self.drain(on_done);
+                            break;
+                        }
+                        entered => entered,
+                    }
+                }
+                Some(_) => break,
+            };
+            match entered {
                 Ok(n) => {
                     let n = n.min(limit);
                     self.sq_pending -= n;
@@ -354,6 +383,25 @@ impl UringBackend {
         // pushed by `queue`, whose buffers stay valid until completion (the
         // caller's contract of `IoChannel::push`).
         unsafe { submitter.enter::<libc::sigset_t>(to_submit as u32, want as u32, flags, None) }
+    }
+
+    /// One io_uring_enter that submits nothing and waits for `want`
+    /// completions or `timeout` (ETIME), whichever comes first.
+    fn enter_timed(&mut self, want: usize, timeout: std::time::Duration) -> std::io::Result<usize> {
+        let ts = types::Timespec::from(timeout);
+        let args = types::SubmitArgs::new().timespec(&ts);
+        let submitter = self.ring.submitter();
+        // SAFETY: `args` is a live io_uring_getevents_arg (SubmitArgs is a
+        // transparent wrapper of it) and stays alive for the call; no SQE is
+        // handed over.
+        unsafe {
+            submitter.enter::<types::SubmitArgs<'_, '_>>(
+                0,
+                want as u32,
+                IORING_ENTER_GETEVENTS | IORING_ENTER_EXT_ARG,
+                Some(&args),
+            )
+        }
     }
 
     fn drain(&mut self, on_done: &mut dyn FnMut(u32, i64)) -> usize {

@@ -75,6 +75,9 @@ pub const GROUP_PAGE_BYTES: usize = PAGE_CHANGE_HEADER_BYTES + PAGE_SIZE;
 pub const FORM_FULL: u16 = 0;
 /// Page change form: runs of changed bytes.
 pub const FORM_DELTA: u16 = 1;
+/// Page change form: delta runs applied to a page of zeros (a new image of
+/// a page that is mostly empty, such as either half of a split).
+pub const FORM_FRESH: u16 = 2;
 /// Bytes of a delta run's header (offset, length).
 pub const RUN_HEADER_BYTES: usize = 4;
 /// Largest record body accepted when reading (a bound against garbage).
@@ -161,6 +164,14 @@ pub enum PageChange<'a> {
         /// Changed ranges, ascending and disjoint.
         runs: &'a [(u16, u16)],
     },
+    /// A new image of the page: its bytes outside `runs` are zero. Like a
+    /// full image, recovery needs no earlier version of the page.
+    Fresh {
+        /// The page as the group left it.
+        page: &'a [u8; PAGE_SIZE],
+        /// Its nonzero ranges (at least), ascending and disjoint.
+        runs: &'a [(u16, u16)],
+    },
 }
 
 impl PageChange<'_> {
@@ -168,10 +179,60 @@ impl PageChange<'_> {
     pub fn payload_bytes(&self) -> usize {
         match self {
             PageChange::Full(_) => PAGE_SIZE,
-            PageChange::Delta { runs, .. } => runs
+            PageChange::Delta { runs, .. } | PageChange::Fresh { runs, .. } => runs
                 .iter()
                 .map(|&(_, len)| RUN_HEADER_BYTES + len as usize)
                 .sum(),
+        }
+    }
+}
+
+/// How a step logs one page it changed: the change's runs, owned, chosen
+/// by [`PageRuns::plan`]; [`PageRuns::change`] borrows them for a group.
+#[derive(Debug)]
+pub enum PageRuns {
+    /// The ranges that differ from the page's previous version.
+    Delta(Vec<(u16, u16)>),
+    /// The page's nonzero ranges: a new image.
+    Fresh(Vec<(u16, u16)>),
+    /// The full image.
+    Full,
+}
+
+/// Most payload bytes of a fresh image; a page with more nonzero bytes is
+/// logged in full (as cheap to log, cheaper to apply).
+pub const FRESH_MOST_BYTES: usize = PAGE_SIZE * 3 / 4;
+
+/// A page of zeros, the base of fresh images.
+static ZERO_PAGE: [u8; PAGE_SIZE] = [0; PAGE_SIZE];
+
+impl PageRuns {
+    /// A delta from `before` when there is a previous version that
+    /// recovery will have (`before`) and the delta is under half a page;
+    /// otherwise a new image: fresh when the page is mostly zeros (a
+    /// half-full node after a split), else full.
+    pub fn plan(before: Option<&[u8; PAGE_SIZE]>, page: &[u8; PAGE_SIZE]) -> PageRuns {
+        if let Some(runs) = before.and_then(|before| delta_runs(before, page)) {
+            return PageRuns::Delta(runs);
+        }
+        match runs_within(&ZERO_PAGE, page, FRESH_MOST_BYTES) {
+            Some(runs) => PageRuns::Fresh(runs),
+            None => PageRuns::Full,
+        }
+    }
+
+    /// True for a new image (fresh or full), which repairs a torn page by
+    /// itself.
+    pub fn is_image(&self) -> bool {
+        !matches!(self, PageRuns::Delta(_))
+    }
+
+    /// The change to log, for `page` as the step left it.
+    pub fn change<'a>(&'a self, page: &'a [u8; PAGE_SIZE]) -> PageChange<'a> {
+        match self {
+            PageRuns::Delta(runs) => PageChange::Delta { page, runs },
+            PageRuns::Fresh(runs) => PageChange::Fresh { page, runs },
+            PageRuns::Full => PageChange::Full(page),
         }
     }
 }
@@ -181,50 +242,68 @@ impl PageChange<'_> {
 /// None when the delta would not be smaller than half a page: the full
 /// image is logged instead.
 pub fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<Vec<(u16, u16)>> {
+    runs_within(before, after, PAGE_SIZE / 2)
+}
+
+/// [`delta_runs`], giving up (None) when the runs reach `most_bytes` of
+/// payload.
+fn runs_within(
+    before: &[u8; PAGE_SIZE],
+    after: &[u8; PAGE_SIZE],
+    most_bytes: usize,
+) -> Option<Vec<(u16, u16)>> {
     const WORD: usize = 8;
     const JOIN_GAP_BYTES: usize = 16;
-    // Most of a page is unchanged: equal 64-byte blocks are skipped with one
-    // vectorized comparison each, and only differing blocks are compared a
-    // word at a time.
+    // Blocks of 64 bytes: a mask of the block's differing words is built
+    // branch-free; equal blocks are skipped, a block that differs in every
+    // word and continues the last run extends it at once (the dense
+    // payload of a fresh image), and other blocks go word by word.
     const BLOCK: usize = 64;
+    let word = |s: &[u8; PAGE_SIZE], at: usize| {
+        u64::from_ne_bytes(s[at..at + WORD].try_into().expect("8 bytes"))
+    };
     let mut runs: Vec<(u16, u16)> = Vec::new();
     let mut bytes = 0usize;
-    let differing_words = before
-        .chunks_exact(BLOCK)
-        .zip(after.chunks_exact(BLOCK))
-        .enumerate()
-        .filter(|(_, (a, b))| !same_block(a, b))
-        .flat_map(|(block, (a, b))| {
-            a.chunks_exact(WORD)
-                .zip(b.chunks_exact(WORD))
-                .enumerate()
-                .filter(|(_, (a, b))| a != b)
-                .map(move |(word, _)| block * BLOCK + word * WORD)
-        });
-    for at in differing_words {
-        match runs.last_mut() {
-            Some((start, len)) if at - (*start as usize + *len as usize) < JOIN_GAP_BYTES => {
-                bytes += at + WORD - (*start as usize + *len as usize);
-                *len = (at + WORD - *start as usize) as u16;
-            }
-            _ => {
-                runs.push((at as u16, WORD as u16));
-                bytes += RUN_HEADER_BYTES + WORD;
+    for block in (0..PAGE_SIZE).step_by(BLOCK) {
+        let mut mask = 0u32;
+        for w in 0..BLOCK / WORD {
+            let at = block + w * WORD;
+            mask |= u32::from(word(before, at) != word(after, at)) << w;
+        }
+        if mask == 0 {
+            continue;
+        }
+        if mask == 0xFF {
+            if let Some((start, len)) = runs.last_mut() {
+                if *start as usize + *len as usize == block {
+                    *len += BLOCK as u16;
+                    bytes += BLOCK;
+                    if bytes >= most_bytes {
+                        return None;
+                    }
+                    continue;
+                }
             }
         }
-        if bytes >= PAGE_SIZE / 2 {
-            return None;
+        while mask != 0 {
+            let at = block + mask.trailing_zeros() as usize * WORD;
+            mask &= mask - 1;
+            match runs.last_mut() {
+                Some((start, len)) if at - (*start as usize + *len as usize) < JOIN_GAP_BYTES => {
+                    bytes += at + WORD - (*start as usize + *len as usize);
+                    *len = (at + WORD - *start as usize) as u16;
+                }
+                _ => {
+                    runs.push((at as u16, WORD as u16));
+                    bytes += RUN_HEADER_BYTES + WORD;
+                }
+            }
+            if bytes >= most_bytes {
+                return None;
+            }
         }
     }
     Some(runs)
-}
-
-/// True when two 64-byte blocks are equal: eight word XORs the compiler
-/// vectorizes (a slice comparison here was a call to `memcmp` per block).
-#[inline]
-fn same_block(a: &[u8], b: &[u8]) -> bool {
-    let word = |s: &[u8], i: usize| u64::from_ne_bytes(s[i * 8..i * 8 + 8].try_into().unwrap());
-    (0..8).fold(0u64, |acc, i| acc | (word(a, i) ^ word(b, i))) == 0
 }
 
 /// Applies the delta payload `runs` (validated by [`decode_checked_group`])
@@ -308,6 +387,7 @@ impl GroupParts<'_> {
                 let form = match change {
                     PageChange::Full(_) => FORM_FULL,
                     PageChange::Delta { .. } => FORM_DELTA,
+                    PageChange::Fresh { .. } => FORM_FRESH,
                 };
                 h[8..10].copy_from_slice(&form.to_le_bytes());
                 h[12..16].copy_from_slice(&(change.payload_bytes() as u32).to_le_bytes());
@@ -319,7 +399,7 @@ impl GroupParts<'_> {
             .iter()
             .map(|(_, change)| match change {
                 PageChange::Full(_) => Vec::new(),
-                PageChange::Delta { runs, .. } => runs
+                PageChange::Delta { runs, .. } | PageChange::Fresh { runs, .. } => runs
                     .iter()
                     .map(|&(offset, len)| {
                         let mut h = [0u8; RUN_HEADER_BYTES];
@@ -334,7 +414,7 @@ impl GroupParts<'_> {
             pieces.push(&headers[i]);
             match change {
                 PageChange::Full(image) => pieces.push(&image[..]),
-                PageChange::Delta { page, runs } => {
+                PageChange::Delta { page, runs } | PageChange::Fresh { page, runs } => {
                     for (j, &(offset, len)) in runs.iter().enumerate() {
                         pieces.push(&run_headers[i][j]);
                         pieces.push(&page[offset as usize..offset as usize + len as usize]);
@@ -378,13 +458,15 @@ pub enum PageForm {
     Full(usize),
     /// Delta runs at (offset, bytes).
     Delta(usize, usize),
+    /// Runs at (offset, bytes) to apply to a page of zeros.
+    Fresh(usize, usize),
 }
 
 impl PageForm {
     /// Offset of the payload in the body.
     pub fn offset(&self) -> usize {
         match *self {
-            PageForm::Full(at) | PageForm::Delta(at, _) => at,
+            PageForm::Full(at) | PageForm::Delta(at, _) | PageForm::Fresh(at, _) => at,
         }
     }
 }
@@ -444,11 +526,18 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
         }
         match form {
             FORM_FULL if payload == PAGE_SIZE => pages.push((pid, PageForm::Full(at))),
-            FORM_DELTA => {
+            FORM_DELTA | FORM_FRESH => {
                 if !delta_runs_of(&body[at..at + payload]).all(|run| run.is_some()) {
                     return Err(bad("bad delta runs"));
                 }
-                pages.push((pid, PageForm::Delta(at, payload)));
+                pages.push((
+                    pid,
+                    if form == FORM_DELTA {
+                        PageForm::Delta(at, payload)
+                    } else {
+                        PageForm::Fresh(at, payload)
+                    },
+                ));
             }
             _ => return Err(bad("unknown page change")),
         }
@@ -741,6 +830,50 @@ mod tests {
         let mut damaged = bytes.clone();
         damaged[200] ^= 1;
         assert!(decode_group(&damaged[8..8 + len], crc).is_err());
+    }
+
+    #[test]
+    fn fresh_images_rebuild_half_empty_pages_from_zeros() {
+        // A node after a split: header and slots at the front, records at
+        // the back, zeros between.
+        let mut page = Box::new([0u8; PAGE_SIZE]);
+        page[..700].fill(0x5A);
+        page[700] = 0; // a zero inside a run stays covered
+        page[2900..].fill(0xA5);
+        let runs = PageRuns::plan(None, &page);
+        let PageRuns::Fresh(ref fresh) = runs else {
+            panic!("a mostly empty page is logged fresh: {runs:?}")
+        };
+        assert!(runs.is_image());
+        let pages = [(8u64, runs.change(&page))];
+        let parts = GroupParts {
+            seq: 3,
+            catalog: None,
+            freed: &[],
+            pages: &pages,
+        };
+        let mut bytes = Vec::new();
+        parts.encode(&mut |piece| bytes.extend_from_slice(piece));
+        assert!(bytes.len() < PAGE_SIZE, "{} bytes", bytes.len());
+        let len = u32_at(&bytes, 0) as usize;
+        let group = decode_group(&bytes[8..8 + len], u32_at(&bytes, 4)).unwrap();
+        let PageForm::Fresh(at, payload) = group.pages[0].1 else {
+            panic!("fresh form decoded as {:?}", group.pages[0].1)
+        };
+        assert_eq!(payload, pages[0].1.payload_bytes());
+        assert_eq!(fresh.len(), 2);
+        let mut rebuilt = Box::new([0xEEu8; PAGE_SIZE]);
+        rebuilt.fill(0);
+        apply_delta(&mut rebuilt, &group.body[at..at + payload]);
+        assert_eq!(rebuilt, page);
+        // A full page is logged whole; a small change as a delta.
+        let full = Box::new([1u8; PAGE_SIZE]);
+        assert!(matches!(PageRuns::plan(None, &full), PageRuns::Full));
+        let mut changed = page.clone();
+        changed[1000] = 9;
+        let delta = PageRuns::plan(Some(&page), &changed);
+        assert!(matches!(delta, PageRuns::Delta(ref r) if r.len() == 1));
+        assert!(!delta.is_image());
     }
 
     #[test]

@@ -80,7 +80,9 @@ pub struct Replay {
 /// runs after it, in log order.
 #[derive(Debug)]
 pub struct PageReplay {
-    base: (usize, usize),
+    /// The last full image (body, offset); None: a page of zeros (the
+    /// last image was fresh, its runs the first delta).
+    base: Option<(usize, usize)>,
     deltas: Vec<(usize, usize, usize)>,
 }
 
@@ -89,8 +91,12 @@ impl Replay {
     /// left it into `out`.
     pub fn image_into(&self, pid: PageId, out: &mut [u8; PAGE_SIZE]) {
         let page = &self.images[&pid];
-        let (body, offset) = page.base;
-        out.copy_from_slice(&self.bodies[body][offset..offset + PAGE_SIZE]);
+        match page.base {
+            Some((body, offset)) => {
+                out.copy_from_slice(&self.bodies[body][offset..offset + PAGE_SIZE])
+            }
+            None => out.fill(0),
+        }
         for &(body, offset, bytes) in &page.deltas {
             apply_delta(out, &self.bodies[body][offset..offset + bytes]);
         }
@@ -346,11 +352,20 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
             match form {
                 PageForm::Full(offset) => {
                     let page = replay.images.entry(pid).or_insert(PageReplay {
-                        base: (body_index, offset),
+                        base: None,
                         deltas: Vec::new(),
                     });
-                    page.base = (body_index, offset);
+                    page.base = Some((body_index, offset));
                     page.deltas.clear();
+                }
+                PageForm::Fresh(offset, bytes) => {
+                    let page = replay.images.entry(pid).or_insert(PageReplay {
+                        base: None,
+                        deltas: Vec::new(),
+                    });
+                    page.base = None;
+                    page.deltas.clear();
+                    page.deltas.push((body_index, offset, bytes));
                 }
                 PageForm::Delta(offset, bytes) => match replay.images.get_mut(&pid) {
                     Some(page) => page.deltas.push((body_index, offset, bytes)),

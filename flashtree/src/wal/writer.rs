@@ -1,6 +1,8 @@
 //! One worker's log: an in-memory ring of 4 KiB blocks that groups are
 //! appended to, written to the worker's log file through the worker's own
-//! I/O channel and made durable with `fdatasync`.
+//! I/O channel with writes that are durable when they complete
+//! (`RWF_DSYNC`: one request and one round trip per flush, where a write
+//! followed by `fdatasync` took two).
 //!
 //! # Contract
 //! * Owned by one worker (inside its `WorkerBuffer`); never shared.
@@ -10,11 +12,15 @@
 //!   numbers stay dense, which recovery relies on).
 //! * A flush seals the blocks appended since the last one (the last one
 //!   possibly partial: later records start in a fresh block, so a block is
-//!   written once and a torn rewrite can never hurt durable records),
-//!   writes them, and only after every write completed pushes the
-//!   `fdatasync`: a sync never overtakes the writes it covers. One flush is
-//!   in flight at a time; groups appended meanwhile wait for the next one
-//!   (group commit).
+//!   written once and a torn rewrite can never hurt durable records) and
+//!   writes them with `RWF_DSYNC`. Up to [`MAX_FLUSHES_IN_FLIGHT`] flushes
+//!   are in flight at once; groups appended while they are wait for the
+//!   next one (group commit). Flushes may complete in any order, but blocks
+//!   become durable (and their groups acknowledged) only in log order: a
+//!   flush counts once every flush before it completed. Each block records
+//!   the durable end of the log when it was sealed (`synced_through`), so
+//!   recovery tells a later flush that landed before an earlier one that a
+//!   crash cut short from damage.
 //! * Blocks the last completed checkpoint still needs are never
 //!   overwritten: `room_for` refuses instead, and the caller waits for a
 //!   checkpoint.
@@ -29,29 +35,21 @@ use std::time::Instant;
 
 /// Bit of a request's user_data marking a log request.
 pub const LOG_TAG: u64 = 1 << 61;
-const LOG_SYNC: u64 = 1;
 /// Most blocks one write request carries.
 const BLOCKS_PER_WRITE: u64 = 256;
+/// Most flushes of one log in flight at once. More let a commit start its
+/// flush without waiting for the one before to complete; each flush pads
+/// its last block, so every one costs at least a block of log.
+pub const MAX_FLUSHES_IN_FLIGHT: usize = 2;
+/// The bits of a log request's user_data that number its flush.
+const FLUSH_NUMBER_MASK: u64 = (1 << 32) - 1;
 
-/// Where a flush is.
+/// One flush in flight: its writes cover the blocks below `upto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum Flush {
-    Idle,
-    /// Writes of blocks below `upto` are in flight.
-    Writing {
-        remaining: u32,
-        upto: u64,
-    },
-    /// The writes completed; the sync still has to be pushed.
-    SyncDue {
-        upto: u64,
-    },
-    /// The sync is in flight.
-    Syncing {
-        upto: u64,
-    },
-    /// A write or sync failed: nothing more is written.
-    Failed,
+struct Flight {
+    upto: u64,
+    /// Writes not yet completed.
+    remaining: u32,
 }
 
 /// Counters of one log.
@@ -63,7 +61,8 @@ pub struct LogStats {
     pub record_bytes: u64,
     /// Blocks written.
     pub blocks_written: u64,
-    /// Syncs completed.
+    /// Flushes completed (each makes the log durable up to its end, as a
+    /// sync would).
     pub syncs: u64,
 }
 
@@ -86,7 +85,11 @@ pub struct LogWriter {
     /// Groups not yet durable: (sequence number, first block after their
     /// last byte's block), in append order.
     undurable: VecDeque<(u64, u64)>,
-    flush: Flush,
+    /// Flushes in flight, in log order; the first is number `first_flight`.
+    flights: VecDeque<Flight>,
+    first_flight: u64,
+    /// A write failed: nothing more is written.
+    failed: bool,
     /// When the oldest unflushed group was appended.
     oldest_unflushed: Option<Instant>,
     /// The number taken by `assign_seq` for the group being appended.
@@ -121,7 +124,9 @@ impl LogWriter {
             tail_block: first_block,
             tail_used: 0,
             undurable: VecDeque::new(),
-            flush: Flush::Idle,
+            flights: VecDeque::new(),
+            first_flight: 0,
+            failed: false,
             oldest_unflushed: None,
             assigned: None,
             stats: LogStats::default(),
@@ -187,7 +192,7 @@ impl LogWriter {
 
     /// True when nothing is appended that is not durable and no flush runs.
     pub fn is_quiet(&self) -> bool {
-        self.undurable.is_empty() && matches!(self.flush, Flush::Idle | Flush::Failed)
+        self.undurable.is_empty() && (self.flights.is_empty() || self.failed)
     }
 
     /// Takes the sequence number of the group the caller appends next
@@ -249,14 +254,13 @@ impl LogWriter {
         (block % self.ring_blocks) as usize * BLOCK_BYTES
     }
 
-    /// Starts a flush if none runs and the policy (or `force`) asks for one.
+    /// Starts a flush if fewer than [`MAX_FLUSHES_IN_FLIGHT`] run and the
+    /// policy (or `force`) asks for one.
     pub fn maybe_flush(&mut self, channel: &mut IoChannel, wal: &WalShared, force: bool) {
-        match self.flush {
-            Flush::SyncDue { upto } => self.push_sync(channel, wal, upto),
-            Flush::Idle => {}
-            _ => return,
-        }
-        if self.flush != Flush::Idle || self.oldest_unflushed.is_none() {
+        if self.failed
+            || self.oldest_unflushed.is_none()
+            || self.flights.len() >= MAX_FLUSHES_IN_FLIGHT
+        {
             return;
         }
         let due = force
@@ -293,7 +297,7 @@ impl LogWriter {
             runs.push((block, n));
             block += n;
         }
-        if channel.free() < runs.len() + 1 {
+        if channel.free() < runs.len() {
             return; // next loop
         }
         for b in from..upto {
@@ -310,93 +314,75 @@ impl LogWriter {
             let at = self.ring_offset(b);
             seal_block(&mut self.ring[at..at + BLOCK_BYTES], &header);
         }
+        let number = self.first_flight + self.flights.len() as u64;
         for &(start, n) in &runs {
             let at = self.ring_offset(start);
             let offset = (start % self.file_blocks) * BLOCK_BYTES as u64;
-            let req = IoRequest::write_file(
+            let req = IoRequest::write_file_dsync(
                 self.device,
                 offset,
                 self.ring[at..].as_ptr(),
                 (n as usize * BLOCK_BYTES) as u32,
-                LOG_TAG,
+                LOG_TAG | (number & FLUSH_NUMBER_MASK),
             );
             // SAFETY: the ring blocks below `upto` are not touched again
             // until their flush completes (appends go to later blocks, and
             // the ring never wraps onto undurable blocks: `room_for`).
             if let Err(e) = unsafe { channel.push(req) } {
                 wal.fail(format!("log write refused: {e}"));
-                self.flush = Flush::Failed;
+                self.failed = true;
                 return;
             }
         }
         self.stats.blocks_written += upto - from;
         self.sealed_to = upto;
         self.oldest_unflushed = None;
-        self.flush = Flush::Writing {
-            remaining: runs.len() as u32,
+        self.flights.push_back(Flight {
             upto,
-        };
-    }
-
-    fn push_sync(&mut self, channel: &mut IoChannel, wal: &WalShared, upto: u64) {
-        if channel.free() == 0 {
-            self.flush = Flush::SyncDue { upto };
-            return;
-        }
-        // SAFETY: syncs carry no buffer.
-        match unsafe { channel.push(IoRequest::sync(self.device, false, LOG_TAG | LOG_SYNC)) } {
-            Ok(()) => self.flush = Flush::Syncing { upto },
-            Err(e) => {
-                wal.fail(format!("log sync refused: {e}"));
-                self.flush = Flush::Failed;
-            }
-        }
+            remaining: runs.len() as u32,
+        });
     }
 
     /// Handles the completion of one of this log's requests. Returns true
     /// when groups became durable.
-    pub fn complete(&mut self, c: IoCompletion, channel: &mut IoChannel, wal: &WalShared) -> bool {
+    pub fn complete(&mut self, c: IoCompletion, _channel: &mut IoChannel, wal: &WalShared) -> bool {
         debug_assert!(c.user_data & LOG_TAG != 0);
         if let Err(e) = c.result {
             wal.fail(format!("log {} failed: {e}", self.worker));
-            self.flush = Flush::Failed;
+            self.failed = true;
             return false;
         }
-        match self.flush {
-            Flush::Writing { remaining, upto } => {
-                debug_assert_eq!(c.user_data & LOG_SYNC, 0);
-                if remaining > 1 {
-                    self.flush = Flush::Writing {
-                        remaining: remaining - 1,
-                        upto,
-                    };
-                } else {
-                    self.push_sync(channel, wal, upto);
-                }
-                false
-            }
-            Flush::Syncing { upto } => {
-                debug_assert_ne!(c.user_data & LOG_SYNC, 0);
-                self.stats.syncs += 1;
-                self.durable_block = upto;
-                while self
-                    .undurable
-                    .front()
-                    .is_some_and(|&(_, end)| end <= self.durable_block)
-                {
-                    self.undurable.pop_front();
-                }
-                wal.set_low(
-                    self.worker,
-                    self.undurable.front().map_or(u64::MAX, |&(seq, _)| seq),
-                );
-                self.flush = Flush::Idle;
-                true
-            }
-            Flush::Idle | Flush::SyncDue { .. } | Flush::Failed => {
-                debug_assert!(false, "log completion in state {:?}", self.flush);
-                false
-            }
+        // The flight this write belongs to (numbers wrap at the mask).
+        let index =
+            (c.user_data & FLUSH_NUMBER_MASK).wrapping_sub(self.first_flight) & FLUSH_NUMBER_MASK;
+        let Some(flight) = self.flights.get_mut(index as usize) else {
+            debug_assert!(false, "completion of an unknown log flush {index}");
+            return false;
+        };
+        debug_assert!(flight.remaining > 0);
+        flight.remaining -= 1;
+        let mut durable = false;
+        while self.flights.front().is_some_and(|f| f.remaining == 0) {
+            let flight = self.flights.pop_front().expect("checked");
+            self.first_flight += 1;
+            self.stats.syncs += 1;
+            self.durable_block = flight.upto;
+            durable = true;
         }
+        if !durable {
+            return false;
+        }
+        while self
+            .undurable
+            .front()
+            .is_some_and(|&(_, end)| end <= self.durable_block)
+        {
+            self.undurable.pop_front();
+        }
+        wal.set_low(
+            self.worker,
+            self.undurable.front().map_or(u64::MAX, |&(seq, _)| seq),
+        );
+        true
     }
 }
