@@ -217,6 +217,14 @@ struct PageEntry {
     /// epoch of the last update (high 16 bits) and a count (low 16 bits)
     /// that halves per epoch since. See [`BufferManager::bump_heat`].
     heat: AtomicU32,
+    /// The sequence number of the last group that logged the page's full
+    /// (or fresh) image since the store was opened (0: none), kept across
+    /// evictions: the page read back is the page as that group and the
+    /// deltas after it left it, so its next change may log a delta again
+    /// (when the image is above the floor) instead of a full image. Read
+    /// and written under the page's exclusive latch; 0 again when the page
+    /// id is allocated anew.
+    image_seq: AtomicU64,
 }
 
 /// The shared part of the buffer manager.
@@ -230,10 +238,6 @@ pub struct BufferManager {
     pages: LazyArray<PageEntry>,
     frame_pid: Box<[AtomicU64]>,
     frame_dirty: Box<[AtomicBool]>,
-    /// Per frame: the sequence number of the last group that logged the
-    /// full image of the frame's page since it came into the frame (0:
-    /// none). Read and written under the page's exclusive latch.
-    frame_image_seq: Box<[AtomicU64]>,
     partitions: Vec<(u32, u32)>,
     free_target_pct: u32,
     dirty_spare_rounds: u8,
@@ -264,10 +268,13 @@ unsafe impl Sync for BufferManager {}
 pub const STORE_GROW_STEP_BYTES: u64 = 8 << 20;
 
 impl BufferManager {
-    /// Records that group `seq` logged the full image of the page in
-    /// `frame` (the caller holds its exclusive latch).
-    pub(crate) fn set_frame_image_seq(&self, frame: u32, seq: u64) {
-        self.frame_image_seq[frame as usize].store(seq, Ordering::Relaxed);
+    /// Records that group `seq` logged the full image of page `pid` (the
+    /// caller holds its exclusive latch).
+    pub(crate) fn set_image_seq(&self, pid: PageId, seq: u64) {
+        self.pages
+            .get(pid as usize)
+            .image_seq
+            .store(seq, Ordering::Relaxed);
     }
 
     /// Allocates the pool and page table.
@@ -314,7 +321,6 @@ impl BufferManager {
             frame_count: frames as u32,
             heat_ticks: AtomicU64::new(0),
             pages,
-            frame_image_seq: (0..frames).map(|_| AtomicU64::new(0)).collect(),
             frame_pid: (0..frames).map(|_| AtomicU64::new(NO_PAGE)).collect(),
             frame_dirty: (0..frames).map(|_| AtomicBool::new(false)).collect(),
             partitions,
@@ -683,14 +689,18 @@ impl GuardX<'_> {
     }
 
     /// The sequence number of the last group that logged this page's full
-    /// image since it came into memory (0: none).
+    /// image since the store was opened (0: none; see `PageEntry`).
     pub fn image_seq(&self) -> u64 {
-        self.bm.frame_image_seq[self.frame as usize].load(Ordering::Relaxed)
+        self.bm
+            .pages
+            .get(self.pid as usize)
+            .image_seq
+            .load(Ordering::Relaxed)
     }
 
     /// Records that group `seq` logged this page's full image.
     pub fn set_image_seq(&mut self, seq: u64) {
-        self.bm.set_frame_image_seq(self.frame, seq);
+        self.bm.set_image_seq(self.pid, seq);
     }
 
     /// The page bytes for writing; marks the page dirty.
@@ -1060,7 +1070,6 @@ impl WorkerBuffer {
             return Ok(LoadStart::Busy);
         }
         self.bm.frame_pid[frame as usize].store(pid, Ordering::Release);
-        self.bm.frame_image_seq[frame as usize].store(0, Ordering::Relaxed);
         self.heat_tick_countdown -= 1;
         if self.heat_tick_countdown == 0 {
             self.heat_tick_countdown =
@@ -1176,7 +1185,8 @@ impl WorkerBuffer {
         unsafe { std::ptr::write_bytes(bm.frame_ptr(frame), 0, PAGE_SIZE) };
         bm.frame_pid[frame as usize].store(pid, Ordering::Release);
         bm.frame_dirty[frame as usize].store(true, Ordering::Relaxed);
-        bm.frame_image_seq[frame as usize].store(0, Ordering::Relaxed);
+        // A new page: whatever an earlier page of this id logged is moot.
+        bm.set_image_seq(pid, 0);
         bm.frame_slot(pid).store(frame + 1, Ordering::Release);
         state
             .0

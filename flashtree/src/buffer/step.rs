@@ -173,8 +173,8 @@ fn log_held(wb: &mut WorkerBuffer, bm: &BufferManager, step: &Step) -> u64 {
         .iter()
         .zip(&pages)
         .zip(&runs)
-        .map(|((&(pid, frame), page), runs)| {
-            bm.set_frame_image_seq(frame, seq);
+        .map(|((&(pid, _), page), runs)| {
+            bm.set_image_seq(pid, seq);
             (pid, runs.change(page))
         })
         .collect();
