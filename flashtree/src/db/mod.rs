@@ -1266,6 +1266,68 @@ impl TaskCtx {
         Ok(found)
     }
 
+    /// Reads the pages on the way to every key of `batch` that are not in
+    /// memory, concurrently: a batch of keys spread over a store larger
+    /// than the pool waits for about one read per tree level, not one per
+    /// leaf (the batch step restarts at each page it misses). A round
+    /// descends for every key and starts the reads it misses; up to
+    /// `PREFETCH_ROUNDS` rounds, one per level still missing. Pages it
+    /// reads may be evicted again before the step runs; the step then
+    /// reads them one at a time, as without this.
+    async fn prefetch_leaves(&self, batch: &WriteBatch) -> Result<()> {
+        const PREFETCH_ROUNDS: usize = 3;
+        let bm = &self.inner.bm;
+        let mut value = Vec::new();
+        for _ in 0..PREFETCH_ROUNDS {
+            let (mut started, mut loading) = (0usize, None);
+            let mut fatal = None;
+            for i in 0..batch.len() {
+                let (tree_root, key, _) = batch.entry(i);
+                let pid = match tree::lookup(bm, tree_root, key, &mut value) {
+                    Err(OpError::Restart(Restart::Load(pid))) => pid,
+                    Err(OpError::Restart(Restart::Loading(pid))) => {
+                        loading = Some(pid);
+                        continue;
+                    }
+                    Err(OpError::Fatal(e)) => {
+                        fatal = Some(e);
+                        break;
+                    }
+                    // Found, absent, or a conflict: the step sorts it out.
+                    _ => continue,
+                };
+                match worker::start_read(pid) {
+                    Ok(LoadStart::Started) => {
+                        self.reads.note_miss(true);
+                        started += 1;
+                    }
+                    Ok(LoadStart::Loading) => loading = Some(pid),
+                    // No frame or no room in the channel now: enough.
+                    Ok(LoadStart::Resident) => {}
+                    Ok(LoadStart::Busy | LoadStart::NoFrame) => break,
+                    Err(e) => {
+                        fatal = Some(e);
+                        break;
+                    }
+                }
+            }
+            if started > 0 {
+                // Also when a fatal error stopped the round: the reads name
+                // this task and must finish before it goes on.
+                worker::reads_done().await?;
+            } else if let Some(pid) = loading {
+                worker::wait_loaded(pid).await;
+            }
+            if let Some(e) = fatal {
+                return Err(e);
+            }
+            if started == 0 && loading.is_none() {
+                break;
+            }
+        }
+        Ok(())
+    }
+
     /// The merge inside a removal gives up when a neighbour is not in
     /// memory; this loads it, so that deletes shrink the tree even with a
     /// small pool. The merge is optional: it gives up after 64 restarts (a
@@ -1302,6 +1364,7 @@ impl TaskCtx {
         }
         batch::check_batch_size(batch.len(), self.inner.frames_per_worker)?;
         let bm = &self.inner.bm;
+        let mut prefetched = false;
         let applied = loop {
             let step = {
                 let last_puts = self.last_puts.borrow();
@@ -1311,7 +1374,14 @@ impl TaskCtx {
                 Ok(applied) => break applied,
                 Err(BatchStop::Fatal(e)) => return Err(e),
                 Err(BatchStop::Restart(Restart::Load(pid))) => {
-                    worker::load_page(pid, &self.reads).await?
+                    if !prefetched && batch.len() > 1 {
+                        // The first miss: read every missing leaf of the
+                        // batch at once, not one per restart.
+                        prefetched = true;
+                        self.prefetch_leaves(batch).await?;
+                    } else {
+                        worker::load_page(pid, &self.reads).await?
+                    }
                 }
                 Err(BatchStop::Restart(Restart::Loading(pid))) => {
                     self.reads.note_miss(false);
