@@ -45,6 +45,13 @@ pub struct CommitArgs {
     /// Buffer pool.
     #[arg(long, default_value = "128MiB")]
     pub pool: String,
+    /// Log per worker (a preallocated ring).
+    #[arg(long, default_value = "256MiB")]
+    pub wal_per_worker: String,
+    /// Log written between checkpoints (at most half of --wal-per-worker;
+    /// e.g. 2GiB with --wal-per-worker 4GiB: no checkpoint in a 5 s phase).
+    #[arg(long, default_value = "64MiB")]
+    pub checkpoint_log: String,
     /// Distinct keys the puts go to.
     #[arg(long, default_value_t = 100_000)]
     pub keys: u64,
@@ -390,6 +397,8 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
         pool_bytes,
         workers: 1,
         durability: Durability::Sync,
+        wal_bytes_per_worker: parse_size_bytes(&args.wal_per_worker).map_err(usage_error)?,
+        checkpoint_log_bytes: parse_size_bytes(&args.checkpoint_log).map_err(usage_error)?,
         ..Options::default()
     };
     let db = Db::open(&args.path, options).map_err(|e| format!("{}: {e}", args.path.display()))?;

@@ -161,7 +161,7 @@ typedef enum ft_durability {
     FT_DURABILITY_BUFFERED = 1,
     /**
      * A write returns only once it would survive a power cut (the log is
-     * written and fdatasync'ed). The default.
+     * written durably, as fdatasync would make it). The default.
      */
     FT_DURABILITY_SYNC = 2,
 } ft_durability;

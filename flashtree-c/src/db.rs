@@ -30,7 +30,7 @@ pub enum ft_durability {
     /// writes of that window, and never part of a batch.
     FT_DURABILITY_BUFFERED = 1,
     /// A write returns only once it would survive a power cut (the log is
-    /// written and fdatasync'ed). The default.
+    /// written durably, as fdatasync would make it). The default.
     FT_DURABILITY_SYNC = 2,
 }
 
@@ -434,17 +434,17 @@ pub unsafe extern "C" fn ft_multi_get(
                 slice(key_lens, count, "key_lens")?,
             )
         };
-        let owned: Vec<Vec<u8>> = keys
+        let keys: Vec<&[u8]> = keys
             .iter()
             .zip(key_lens)
             .map(|(&key, &len)| {
                 // SAFETY: the caller guarantees each key readable for its
                 // length during the call.
-                unsafe { bytes(key, len, "a key") }.map(<[u8]>::to_vec)
+                unsafe { bytes(key, len, "a key") }
             })
             .collect::<FtResult<_>>()?;
         let tree = store.tree(tree)?;
-        let found = store.with_db(|db| Ok(db.multi_get(tree, &owned)?))?;
+        let found = store.with_db(|db| Ok(db.multi_get(tree, &keys)?))?;
         let mut copies = Vec::with_capacity(count);
         for value in &found {
             match value.as_deref().map(malloc_copy).transpose() {

@@ -2,7 +2,7 @@
 
 from os import PathLike
 from types import TracebackType
-from typing import Iterator, List, Optional, Sequence, Tuple, Type, TypeVar, Union, overload
+from typing import Iterable, Iterator, List, Optional, Tuple, Type, TypeVar, Union, overload
 
 _T = TypeVar("_T")
 
@@ -86,7 +86,7 @@ class Tree:
     def put(self, key: bytes, value: bytes) -> None: ...
     def delete(self, key: bytes) -> bool:
         """Deletes `key`; returns whether it was there."""
-    def get_many(self, keys: Sequence[bytes]) -> List[Optional[bytes]]:
+    def get_many(self, keys: Iterable[bytes]) -> List[Optional[bytes]]:
         """The values of `keys` (None where absent), looked up concurrently."""
     def items(
         self, start: Optional[bytes] = None, end: Optional[bytes] = None, reverse: bool = False

@@ -1421,7 +1421,7 @@ impl WorkerBuffer {
         }
         if c.user_data & LOG_TAG != 0 {
             let log = self.log.as_mut().expect("a log completion without a log");
-            if log.complete(c, &mut self.channel, &self.bm.wal) {
+            if log.complete(c, &self.bm.wal) {
                 self.log_durable_events += 1;
             }
             return;

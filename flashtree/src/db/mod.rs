@@ -1302,8 +1302,8 @@ impl TaskCtx {
                         started += 1;
                     }
                     Ok(LoadStart::Loading) => loading = Some(pid),
-                    // No frame or no room in the channel now: enough.
                     Ok(LoadStart::Resident) => {}
+                    // No frame or no room in the channel now: enough.
                     Ok(LoadStart::Busy | LoadStart::NoFrame) => break,
                     Err(e) => {
                         fatal = Some(e);

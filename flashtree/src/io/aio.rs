@@ -155,7 +155,7 @@ impl AioBackend {
         };
         let limit = timeout.map(|t| libc::timespec {
             tv_sec: t.as_secs() as libc::time_t,
-            tv_nsec: libc::c_long::from(t.subsec_nanos() as i32),
+            tv_nsec: t.subsec_nanos() as libc::c_long,
         });
         loop {
             let timeout: *const libc::timespec = match (&limit, min) {

@@ -42,7 +42,7 @@ use std::sync::Mutex;
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Durability {
     /// A call returns only when its changes would survive a power cut
-    /// (the log is written and `fdatasync`ed). The default, as in LMDB,
+    /// (the log is written with `RWF_DSYNC`). The default, as in LMDB,
     /// redb and SQLite.
     Sync,
     /// A call returns when its changes are in the worker's log buffer; the

@@ -345,7 +345,7 @@ impl LogWriter {
 
     /// Handles the completion of one of this log's requests. Returns true
     /// when groups became durable.
-    pub fn complete(&mut self, c: IoCompletion, _channel: &mut IoChannel, wal: &WalShared) -> bool {
+    pub fn complete(&mut self, c: IoCompletion, wal: &WalShared) -> bool {
         debug_assert!(c.user_data & LOG_TAG != 0);
         if let Err(e) = c.result {
             wal.fail(format!("log {} failed: {e}", self.worker));
@@ -384,5 +384,68 @@ impl LogWriter {
             self.undurable.front().map_or(u64::MAX, |&(seq, _)| seq),
         );
         true
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::io::{BackendKind, IoConfig, Storage, StorageConfig};
+    use std::sync::Arc;
+
+    /// Appends one empty group and starts a flush for it.
+    fn commit_one(log: &mut LogWriter, channel: &mut IoChannel, wal: &WalShared) {
+        let seq = log.assign_seq(wal);
+        log.append(&GroupParts {
+            seq,
+            catalog: None,
+            freed: &[],
+            pages: &[],
+        });
+        log.maybe_flush(channel, wal, false);
+    }
+
+    #[test]
+    fn flushes_completing_out_of_order_count_only_in_log_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = StorageConfig::new([dir.path().join("data")]);
+        cfg.min_capacity_bytes = 1 << 16;
+        cfg.extra_files = vec![dir.path().join("log")];
+        let storage = Arc::new(Storage::open(&cfg).unwrap());
+        let device = storage.data_device_count();
+        storage
+            .preallocate_file(device, 64 * BLOCK_BYTES as u64)
+            .unwrap();
+        let io = IoConfig {
+            backend: BackendKind::Sync,
+            depth: 8,
+            ..IoConfig::default()
+        };
+        let mut channel = IoChannel::new(storage, &io).unwrap();
+        let wal = WalShared::new(Durability::Sync, 1, 1);
+        let mut log = LogWriter::new(0, device, 64, 1, 0, 64 * BLOCK_BYTES);
+        for _ in 0..MAX_FLUSHES_IN_FLIGHT + 1 {
+            commit_one(&mut log, &mut channel, &wal);
+        }
+        // The last group waits: the flushes in flight are at the limit.
+        assert_eq!(log.flights.len(), MAX_FLUSHES_IN_FLIGHT);
+        let mut done = Vec::new();
+        while done.len() < MAX_FLUSHES_IN_FLIGHT {
+            channel.wait(1, &mut done).unwrap();
+        }
+        // The later flush completes first: nothing is durable yet.
+        let first = done.remove(0);
+        let later = done.pop().unwrap();
+        assert!(!log.complete(later, &wal));
+        assert_eq!(log.durable_block, 0);
+        assert_eq!(wal.durable_below(), 1, "no group acknowledged");
+        // Then the first: both flushes' groups are durable at once.
+        assert!(log.complete(first, &wal));
+        assert_eq!(log.durable_block, MAX_FLUSHES_IN_FLIGHT as u64);
+        assert_eq!(log.stats.syncs, MAX_FLUSHES_IN_FLIGHT as u64);
+        assert_eq!(wal.durable_below(), MAX_FLUSHES_IN_FLIGHT as u64 + 1);
+        // The waiting group goes out now, as the next flush.
+        log.maybe_flush(&mut channel, &wal, false);
+        assert_eq!(log.flights.len(), 1);
     }
 }
