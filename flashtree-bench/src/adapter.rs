@@ -10,8 +10,10 @@
 //!   runs `job.run_task(&its_handle, i, n)` and returns its `TaskStats`.
 //! - [`FlashtreeKv`] is one task's handle: a [`TaskCtx`] plus the table →
 //!   tree map. It lives and is used only on its worker thread.
-//! - flashtree has no write-ahead log yet: dirty pages reach the file at
-//!   eviction and at close. The settings line says so.
+//! - Durability follows `EngineConfig::durability`: `Durability::None` (no
+//!   log), `Buffered { max_delay_ms: 10 }` or `Sync`; a `Kv::commit` is one
+//!   `WriteBatch` written with `TaskCtx::write` (atomic; in `Sync` the task
+//!   waits for the group commit that makes it durable).
 
 use std::any::Any;
 use std::future::Future;
@@ -21,12 +23,12 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use flashtree::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
-use flashtree::db::{Db, Options, ScanDirection, TaskCtx, Tree};
+use flashtree::db::{Db, Durability, Options, ScanDirection, TaskCtx, Tree, WriteBatch};
 use flashtree::io::{BackendKind, IoConfig, PAGE_SIZE};
 use flashtree_peers::kv::check_table;
 use flashtree_peers::{
-    Concurrency, Engine, EngineConfig, EngineCounters, GetManyFn, Job, Kv, KvError, ScanFn,
-    TaskStats,
+    Concurrency, DurabilityMode, Engine, EngineConfig, EngineCounters, GetManyFn, Job, Kv, KvBatch,
+    KvError, ScanFn, TaskStats,
 };
 
 /// Engine name in reports.
@@ -37,6 +39,9 @@ pub const ENGINE_NAME: &str = "flashtree";
 pub const TASKS_PER_WORKER_DEFAULT: usize = 128;
 /// Most tasks per worker this adapter accepts.
 pub const TASKS_PER_WORKER_MAX: usize = 4096;
+/// The log-flush delay of the `buffered` mode (stated in
+/// `flashtree_peers::adapters::durability`).
+const BUFFERED_MAX_DELAY_MS: u32 = 10;
 /// Smallest I/O depth per worker channel.
 const IO_DEPTH_MIN: u32 = 512;
 
@@ -113,9 +118,13 @@ impl FlashtreeEngine {
             direct_io: true,
             dirty_spare_rounds: settings.dirty_spare_rounds,
             hot_spare_rounds: settings.hot_spare_rounds,
-            // The comparisons run with the write-ahead log off everywhere
-            // (the durable runs are a separate mode).
-            durability: flashtree::db::Durability::None,
+            durability: match config.durability {
+                DurabilityMode::None => Durability::None,
+                DurabilityMode::Buffered => Durability::Buffered {
+                    max_delay_ms: BUFFERED_MAX_DELAY_MS,
+                },
+                DurabilityMode::Sync => Durability::Sync,
+            },
             ..Options::default()
         };
         let db = Db::open(&config.dir, options).map_err(|e| format!("flashtree: open: {e}"))?;
@@ -137,13 +146,13 @@ impl FlashtreeEngine {
         let mut line = format!(
             "{workers} worker(s) × {tasks_text}; pool {} MiB ({} pages of {PAGE_SIZE} B); \
              direct I/O; backend {} (depth {io_depth}/worker); clock spares dirty pages {} rounds, \
-             hot pages up to {}; WAL: none (flashtree has no WAL yet; \
-             dirty pages are written at eviction and close)",
+             hot pages up to {}; {}",
             pool_bytes >> 20,
             pool_bytes / PAGE_SIZE as u64,
             settings.backend,
             settings.dirty_spare_rounds,
             settings.hot_spare_rounds,
+            flashtree_peers::adapters::durability(ENGINE_NAME, config.durability),
         );
         for note in db.notes() {
             line.push_str("; ");
@@ -287,6 +296,7 @@ impl Engine for FlashtreeEngine {
             hit_ratio: None,
             reads_count: Some(stats.page_reads),
             writes_count: Some(stats.page_writes),
+            log_syncs: Some(stats.log_syncs),
         }
     }
 
@@ -394,6 +404,25 @@ impl Kv for FlashtreeKv {
         self.ctx.delete(tree, key).await.map_err(engine_error)
     }
 
+    async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
+        let mut write_batch = WriteBatch::new();
+        for (table, key, value) in batch.iter() {
+            let tree = self.tree(table)?;
+            match value {
+                Some(value) => {
+                    check_entry(key, value)?;
+                    write_batch.put(tree, key, value)
+                }
+                None => {
+                    check_key(key)?;
+                    write_batch.delete(tree, key)
+                }
+            }
+            .map_err(engine_error)?;
+        }
+        self.ctx.write(&write_batch).await.map_err(engine_error)
+    }
+
     fn page_reads(&self) -> Option<u64> {
         Some(self.ctx.page_reads())
     }
@@ -449,12 +478,23 @@ mod tests {
     const TINY_POOL_PAGES: u64 = 64;
 
     fn open(dir: &Path, pool_pages: u64, tables: u32, workers: usize) -> FlashtreeEngine {
+        open_in(dir, pool_pages, tables, workers, DurabilityMode::None)
+    }
+
+    fn open_in(
+        dir: &Path,
+        pool_pages: u64,
+        tables: u32,
+        workers: usize,
+        durability: DurabilityMode,
+    ) -> FlashtreeEngine {
         let config = EngineConfig {
             dir: dir.to_path_buf(),
             memory_bytes: pool_pages * PAGE_SIZE as u64,
             table_count: tables,
             threads_max: 1,
             cores: Vec::new(),
+            durability,
         };
         let settings = FlashtreeSettings {
             workers: Some(workers),
@@ -521,6 +561,7 @@ mod tests {
             table_count: 1,
             threads_max: 1,
             cores: Vec::new(),
+            durability: flashtree_peers::DurabilityMode::None,
         };
         let settings = FlashtreeSettings {
             workers: Some(1),
@@ -540,6 +581,30 @@ mod tests {
         assert_eq!(tasks, vec![Some(2), Some(6)]);
         assert!(sweep.iter().all(|r| r.stats.ops_count > 0));
         Box::new(engine).close().unwrap();
+    }
+
+    /// The model, batch commits included, with the log on: `Sync` (each
+    /// commit waits for its group's log write) and `Buffered`.
+    #[test]
+    fn model_check_with_tiny_pool_when_logged() {
+        for mode in [DurabilityMode::Sync, DurabilityMode::Buffered] {
+            let dir = tempfile::tempdir().unwrap();
+            let engine = open_in(dir.path(), TINY_POOL_PAGES, 2, 1, mode);
+            let outcomes = engine
+                .run_tasks(engine.tasks_per_worker, |kv, task_index, _| async move {
+                    if task_index != 0 {
+                        return Ok(());
+                    }
+                    flashtree_peers::testing::model_check(&kv, 2, 5_000, 11).await
+                })
+                .unwrap();
+            for outcome in outcomes {
+                outcome.unwrap();
+            }
+            let stats = engine.db().stats();
+            assert!(stats.log_syncs > 0, "{mode:?}: the log was written");
+            Box::new(engine).close().unwrap();
+        }
     }
 
     #[test]

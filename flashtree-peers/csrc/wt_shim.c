@@ -133,6 +133,47 @@ int wts_delete(wts_session *s, int table, const void *key, size_t key_len) {
     return ret;
 }
 
+/*
+ * Applies count puts and deletes (values[i] == NULL: delete keys[i]) in one
+ * transaction and commits it: all or none. The commit is as durable as the
+ * connection's transaction_sync setting. A conflict (WT_ROLLBACK) rolls the
+ * transaction back and runs it again, as wts_put does for one write.
+ */
+int wts_write_batch(wts_session *s, size_t count, const int *tables,
+                    const void *const *keys, const size_t *key_lens,
+                    const void *const *values, const size_t *value_lens) {
+    WT_SESSION *session = s->session;
+    WT_CURSOR *c;
+    WT_ITEM item;
+    size_t i;
+    int ret, tries;
+    for (i = 0; i < count; i++)
+        if (tables[i] < 0 || tables[i] >= s->table_count) return EINVAL;
+    for (tries = 0; tries < WTS_ROLLBACK_RETRIES_MAX; tries++) {
+        if ((ret = session->begin_transaction(session, "isolation=snapshot")) != 0) return ret;
+        for (i = 0; i < count && ret == 0; i++) {
+            c = s->cursors[tables[i]];
+            set_key(c, keys[i], key_lens[i]);
+            if (values[i] != NULL) {
+                memset(&item, 0, sizeof(item));
+                item.data = values[i];
+                item.size = value_lens[i];
+                c->set_value(c, &item);
+                ret = c->insert(c);
+            } else {
+                /* overwrite=true: removing an absent key succeeds. */
+                ret = c->remove(c);
+                if (ret == WT_NOTFOUND) ret = 0;
+            }
+            c->reset(c);
+        }
+        if (ret == 0) return session->commit_transaction(session, NULL);
+        session->rollback_transaction(session, NULL);
+        if (ret != WT_ROLLBACK) return ret;
+    }
+    return ret;
+}
+
 /* Positions the cursor at the first key >= key (reverse: last key <= key). */
 int wts_seek(wts_session *s, int table, const void *key, size_t key_len, int reverse) {
     WT_CURSOR *c = s->cursors[table];

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::adapters::{cache_setting, open_peer, page_cache_bytes};
 use crate::cgroup::MemoryCgroup;
 use crate::driver::{best_index, run_phase, sweep_counts, sweep_threads, PhaseResult, PhaseSpec};
-use crate::engine::{Concurrency, Engine, EngineConfig, EngineFactory};
+use crate::engine::{Concurrency, DurabilityMode, Engine, EngineConfig, EngineFactory};
 use crate::job::Phase;
 use crate::sys::{parse_bytes, parse_cores, pin_process_to, Profile};
 use crate::workload::lookup::Lookup;
@@ -61,6 +61,11 @@ pub struct CompareArgs {
     /// Open loop at this many operations per second (exponential inter-arrivals).
     #[arg(long)]
     pub rate: Option<f64>,
+    /// When every engine's commits return: none (no log where the engine
+    /// can turn it off), buffered (logged, not synced), sync (durable
+    /// against a power cut). The report gives each engine's setting.
+    #[arg(long, value_enum, default_value_t = DurabilityMode::None)]
+    pub durability: DurabilityMode,
     /// TPC-C warehouses (default: from memory × data-factor).
     #[arg(long)]
     pub warehouses: Option<u32>,
@@ -259,19 +264,17 @@ pub struct EngineRun {
     pub perf_data_path: Option<PathBuf>,
 }
 
-/// The durability line of a report over these engines: the same for all
-/// but fjall, which cannot turn its journal off
-/// ([`crate::adapters::durability`] gives each engine's own).
-pub fn durability_line<'a>(engines: impl IntoIterator<Item = &'a str>) -> String {
-    let base = "WAL/logging off and no sync at commit for every engine";
-    if engines.into_iter().any(|e| e == "fjall") {
-        format!(
-            "{base} except fjall: {}",
-            crate::adapters::durability("fjall")
-        )
-    } else {
-        base.to_string()
-    }
+/// The durability line of a report over these engines in `mode`: each
+/// engine's own setting ([`crate::adapters::durability`]).
+pub fn durability_line<'a>(
+    engines: impl IntoIterator<Item = &'a str>,
+    mode: DurabilityMode,
+) -> String {
+    let settings: Vec<String> = engines
+        .into_iter()
+        .map(|engine| format!("{engine}: {}", crate::adapters::durability(engine, mode)))
+        .collect();
+    format!("durability {} ({})", mode.name(), settings.join("; "))
 }
 
 /// Runs the comparison described by `args`.
@@ -478,6 +481,7 @@ fn run_engine(
         table_count: workload.table_count(),
         threads_max: *thread_counts.iter().max().unwrap_or(&1),
         cores: cores.to_vec(),
+        durability: args.durability,
     };
     let cgroup = page_cache_bytes(name, memory_bytes).map(|bytes| MemoryCgroup::enter(name, bytes));
     let memory_limit = describe_memory_limit(name, memory_bytes, &cgroup);
@@ -656,7 +660,7 @@ fn engine_run(
         seconds: args.seconds,
         cores: config.cores.clone(),
         memory_limit,
-        durability: crate::adapters::durability(engine.name()).to_string(),
+        durability: crate::adapters::durability(engine.name(), args.durability).to_string(),
         ops_by_kind: OpKind::ALL
             .iter()
             .filter(|kind| best.stats.ops_by_kind[**kind as usize] > 0)

@@ -24,6 +24,38 @@ pub struct EngineConfig {
     pub threads_max: usize,
     /// CPU cores the run is pinned to (empty: no pinning).
     pub cores: Vec<usize>,
+    /// When a commit (a single put or delete, or [`crate::Kv::commit`])
+    /// may return.
+    pub durability: DurabilityMode,
+}
+
+/// When an engine's commit may return, as `bench compare --durability`
+/// sets it for every engine of a run. Each adapter maps it to its engine's
+/// nearest setting and says which in its settings line
+/// ([`crate::adapters::durability`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DurabilityMode {
+    /// No log (where the engine can turn it off), no sync: a crash may
+    /// lose anything since the last checkpoint or clean close.
+    #[default]
+    None,
+    /// Logged but not synced at commit: a process crash loses little or
+    /// nothing, a power cut loses the last moments.
+    Buffered,
+    /// A commit returns only once it would survive a power cut.
+    Sync,
+}
+
+impl DurabilityMode {
+    /// "none", "buffered" or "sync".
+    pub fn name(self) -> &'static str {
+        match self {
+            DurabilityMode::None => "none",
+            DurabilityMode::Buffered => "buffered",
+            DurabilityMode::Sync => "sync",
+        }
+    }
 }
 
 /// How an engine turns concurrency into execution.
@@ -50,6 +82,9 @@ pub struct EngineCounters {
     pub reads_count: Option<u64>,
     /// Page writes issued since open.
     pub writes_count: Option<u64>,
+    /// Log syncs (fsync/fdatasync of the log, or durable log writes)
+    /// since open, from the engine's own counters.
+    pub log_syncs: Option<u64>,
 }
 
 /// An opened storage engine, as the driver sees it. Object safe.

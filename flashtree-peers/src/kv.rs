@@ -54,7 +54,87 @@ pub type ScanFn<'a> = dyn FnMut(&[u8], &[u8]) -> bool + 'a;
 /// its value (`None`: absent).
 pub type GetManyFn<'a> = dyn FnMut(usize, Option<&[u8]>) + 'a;
 
+/// Puts and deletes over any tables, committed together by [`Kv::commit`]:
+/// after a crash either all of them are there or none is. A key appears at
+/// most once per batch (engines differ in what a repeat would mean; the
+/// workloads never repeat one). Keys and values live in one buffer, so a
+/// reused batch allocates nothing.
+#[derive(Debug, Default, Clone)]
+pub struct KvBatch {
+    bytes: Vec<u8>,
+    entries: Vec<BatchEntry>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct BatchEntry {
+    table: u32,
+    key_end: usize,
+    /// End of the value in `bytes` (it starts at `key_end`); None: a delete.
+    value_end: Option<usize>,
+}
+
+/// One entry of a [`KvBatch`]: its table, key and value (None: a delete).
+pub type BatchItem<'a> = (u32, &'a [u8], Option<&'a [u8]>);
+
+impl KvBatch {
+    /// An empty batch.
+    pub fn new() -> KvBatch {
+        KvBatch::default()
+    }
+    /// Adds: set `key` in `table` to `value`.
+    pub fn put(&mut self, table: u32, key: &[u8], value: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        let key_end = self.bytes.len();
+        self.bytes.extend_from_slice(value);
+        self.entries.push(BatchEntry {
+            table,
+            key_end,
+            value_end: Some(self.bytes.len()),
+        });
+    }
+    /// Adds: remove `key` from `table` (nothing if it is absent).
+    pub fn delete(&mut self, table: u32, key: &[u8]) {
+        self.bytes.extend_from_slice(key);
+        self.entries.push(BatchEntry {
+            table,
+            key_end: self.bytes.len(),
+            value_end: None,
+        });
+    }
+    /// Entries in the batch.
+    pub fn len(&self) -> usize {
+        self.entries.len()
+    }
+    /// True if the batch has no entry.
+    pub fn is_empty(&self) -> bool {
+        self.entries.is_empty()
+    }
+    /// Bytes of keys and values in the batch (the user data it writes).
+    pub fn data_bytes(&self) -> usize {
+        self.bytes.len()
+    }
+    /// Empties the batch, keeping its buffers.
+    pub fn clear(&mut self) {
+        self.bytes.clear();
+        self.entries.clear();
+    }
+    /// The entries in the order they were added.
+    pub fn iter(&self) -> impl Iterator<Item = BatchItem<'_>> + '_ {
+        let mut start = 0;
+        self.entries.iter().map(move |entry| {
+            let key = &self.bytes[start..entry.key_end];
+            let value = entry.value_end.map(|end| &self.bytes[entry.key_end..end]);
+            start = entry.value_end.unwrap_or(entry.key_end);
+            (entry.table, key, value)
+        })
+    }
+}
+
 /// One engine handle. Implemented by every peer adapter and by flashtree.
+///
+/// Durability: single `put`s and `delete`s commit on their own, and
+/// [`Kv::commit`] commits a batch; either returns once the change is as
+/// durable as the engine's [`crate::engine::DurabilityMode`] says.
 #[allow(async_fn_in_trait)]
 pub trait Kv {
     /// Reads `key` into `out` (cleared first). Returns whether it exists.
@@ -63,6 +143,9 @@ pub trait Kv {
     async fn put(&self, table: u32, key: &[u8], value: &[u8]) -> Result<(), KvError>;
     /// Removes `key`. Returns whether it existed.
     async fn delete(&self, table: u32, key: &[u8]) -> Result<bool, KvError>;
+    /// Applies every entry of `batch` atomically (all or none, also across
+    /// a crash), as durable as the engine's mode says when it returns.
+    async fn commit(&self, batch: &KvBatch) -> Result<(), KvError>;
     /// Forward scan from `start` (inclusive) in key order; `f` returns false to stop.
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError>;
     /// Backward scan from `start` (inclusive): the greatest key <= `start` first.
@@ -167,6 +250,30 @@ pub fn check_table(table: u32, table_count: u32) -> Result<(), KvError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn batch_hands_back_its_entries_in_order() {
+        let mut batch = KvBatch::new();
+        batch.put(1, b"k1", b"value");
+        batch.delete(0, b"gone");
+        batch.put(2, b"", b"");
+        batch.put(0, b"k2", b"v2");
+        let entries: Vec<BatchItem<'_>> = batch.iter().collect();
+        assert_eq!(
+            entries,
+            vec![
+                (1, &b"k1"[..], Some(&b"value"[..])),
+                (0, &b"gone"[..], None),
+                (2, &b""[..], Some(&b""[..])),
+                (0, &b"k2"[..], Some(&b"v2"[..])),
+            ]
+        );
+        assert_eq!(batch.len(), 4);
+        assert_eq!(batch.data_bytes(), 2 + 5 + 4 + 4);
+        batch.clear();
+        assert!(batch.is_empty());
+        assert_eq!(batch.iter().count(), 0);
+    }
 
     #[test]
     fn block_on_survives_pending() {

@@ -69,7 +69,7 @@ pub mod targets;
 pub mod testing;
 pub mod workload;
 
-pub use engine::{Concurrency, Engine, EngineConfig, EngineCounters, HandleSource};
+pub use engine::{Concurrency, DurabilityMode, Engine, EngineConfig, EngineCounters, HandleSource};
 pub use job::{Job, Phase, RunControl, TaskStats};
-pub use kv::{block_on, yield_now, GetManyFn, Kv, KvError, ScanFn};
+pub use kv::{block_on, yield_now, BatchItem, GetManyFn, Kv, KvBatch, KvError, ScanFn};
 pub use workload::Workload;

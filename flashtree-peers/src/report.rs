@@ -60,7 +60,10 @@ pub fn write_report(
     let _ = writeln!(
         text,
         "Durability: {}. Device limit: {}.\n",
-        durability_line(runs.iter().map(|r| r.summary.engine.as_str())),
+        durability_line(
+            runs.iter().map(|r| r.summary.engine.as_str()),
+            args.durability,
+        ),
         optional(device_iops, 0) + " IOPS"
     );
     let _ = writeln!(

@@ -69,7 +69,7 @@ pub fn summary_markdown(args: &CompareArgs, done: &[Combination]) -> String {
         args.seconds,
         args.warmup,
         args.threads,
-        crate::compare::durability_line(engines.iter().map(String::as_str))
+        crate::compare::durability_line(engines.iter().map(String::as_str), args.durability)
     );
     let header = |text: &mut String, columns: &[String]| {
         let _ = writeln!(text, "| workload | data factor | {} |", columns.join(" | "));

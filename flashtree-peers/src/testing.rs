@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 use std::ops::Bound;
 
-use crate::kv::Kv;
+use crate::kv::{Kv, KvBatch};
 use crate::rng::Rng64;
 
 /// Longest scan the model compares (entries).
@@ -43,7 +43,37 @@ pub async fn model_check<K: Kv>(
         let key = random_key(&mut rng);
         let context = |what: &str| format!("op {op_index} ({what}) table {table} key {key:?}");
         match rng.below(10) {
-            0..=3 => {
+            3 => {
+                // A batch over both tables: puts and deletes of distinct
+                // keys, committed together.
+                let mut batch = KvBatch::new();
+                let mut keys_in_batch = std::collections::BTreeSet::new();
+                let mut changes = Vec::new();
+                for _ in 0..1 + rng.below(6) {
+                    let entry_table = rng.below(tables_used as u64) as u32;
+                    let entry_key = random_key(&mut rng);
+                    if !keys_in_batch.insert((entry_table, entry_key.clone())) {
+                        continue;
+                    }
+                    let value = (rng.below(3) > 0).then(|| random_value(&mut rng));
+                    match &value {
+                        Some(value) => batch.put(entry_table, &entry_key, value),
+                        None => batch.delete(entry_table, &entry_key),
+                    }
+                    changes.push((entry_table, entry_key, value));
+                }
+                kv.commit(&batch)
+                    .await
+                    .map_err(|e| format!("{}: {e}", context("commit")))?;
+                for (entry_table, entry_key, value) in changes {
+                    let model = &mut models[entry_table as usize];
+                    match value {
+                        Some(value) => model.insert(entry_key, value),
+                        None => model.remove(&entry_key),
+                    };
+                }
+            }
+            0..=2 => {
                 let value = random_value(&mut rng);
                 kv.put(table, &key, &value)
                     .await

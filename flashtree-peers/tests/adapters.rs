@@ -11,15 +11,20 @@ use flashtree_peers::adapters::rocks::RocksEngine;
 use flashtree_peers::adapters::wiredtiger::WtEngine;
 use flashtree_peers::adapters::{needs_memory_cgroup, open_peer, PEER_NAMES};
 use flashtree_peers::testing::model_check;
-use flashtree_peers::{block_on, Engine, EngineConfig, HandleSource, Kv};
+use flashtree_peers::{block_on, DurabilityMode, Engine, EngineConfig, HandleSource, Kv};
 
 fn config(dir: &Path) -> EngineConfig {
+    config_in(dir, DurabilityMode::None)
+}
+
+fn config_in(dir: &Path, durability: DurabilityMode) -> EngineConfig {
     EngineConfig {
         dir: dir.to_path_buf(),
         memory_bytes: 16 << 20,
         table_count: 3,
         threads_max: 8,
         cores: Vec::new(),
+        durability,
     }
 }
 
@@ -33,6 +38,57 @@ fn on_fresh<E>(open: impl Fn(&EngineConfig) -> Result<E, String>, body: impl FnO
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let engine = open(&config(dir.path())).expect("open");
     body(&engine);
+}
+
+/// The model (with its batch commits) in the `buffered` and `sync` modes,
+/// where each engine logs and syncs: fewer operations, since each syncs.
+fn matches_model_in_logged_modes<E>(
+    open: impl Fn(&EngineConfig) -> Result<E, String>,
+    run: impl Fn(&E, usize),
+) {
+    for mode in [DurabilityMode::Buffered, DurabilityMode::Sync] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let engine = open(&config_in(dir.path(), mode)).expect("open");
+        run(&engine, 600);
+    }
+}
+
+fn run_model_ops<S: HandleSource>(source: &S, ops: usize) {
+    let handle = source.open_handle().expect("open handle");
+    block_on(model_check(&handle, 3, ops, 7)).expect("model check");
+}
+
+#[test]
+fn every_peer_matches_model_when_logged_and_synced() {
+    matches_model_in_logged_modes(RocksEngine::open, run_model_ops);
+    matches_model_in_logged_modes(WtEngine::open, run_model_ops);
+    matches_model_in_logged_modes(LmdbEngine::open, |engine, ops| {
+        run_model_ops(&LmdbSource(engine), ops)
+    });
+    matches_model_in_logged_modes(RedbEngine::open, run_model_ops);
+    matches_model_in_logged_modes(FjallEngine::open, run_model_ops);
+}
+
+/// In `sync` mode RocksDB syncs its WAL per write group, and the adapter
+/// reads the count from RocksDB's statistics; with the WAL off it is 0.
+#[test]
+fn rocksdb_counts_its_wal_syncs() {
+    for (mode, synced) in [(DurabilityMode::Sync, true), (DurabilityMode::None, false)] {
+        let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
+        let engine = RocksEngine::open(&config_in(dir.path(), mode)).expect("open");
+        let handle = engine.open_handle().expect("handle");
+        block_on(async {
+            for i in 0..20u32 {
+                handle.put(0, &i.to_be_bytes(), b"v").await.expect("put");
+            }
+        });
+        let syncs = engine.counters().log_syncs.unwrap_or(0);
+        if synced {
+            assert!(syncs >= 20, "{syncs} WAL syncs for 20 synced puts");
+        } else {
+            assert_eq!(syncs, 0, "WAL off");
+        }
+    }
 }
 
 #[test]

@@ -20,6 +20,7 @@ fn config(dir: &Path, table_count: u32) -> EngineConfig {
         table_count,
         threads_max: 8,
         cores: Vec::new(),
+        durability: flashtree_peers::DurabilityMode::None,
     }
 }
 

@@ -15,7 +15,10 @@
 //! system call and no fsync per operation; fjall fsyncs a journal only when
 //! it seals it (memtable rotation) and the adapter persists it with
 //! `PersistMode::SyncAll` at close. So fjall still writes every update
-//! twice (journal and table files), which WAL-off RocksDB does not.
+//! twice (journal and table files), which WAL-off RocksDB does not. That is
+//! the `none` mode; `buffered` persists the journal with
+//! `PersistMode::Buffer` after every commit, `sync` with
+//! `PersistMode::SyncData`. A batch is a fjall `WriteBatch`.
 //!
 //! A delete first asks the tree whether the key exists (the LSM delete is
 //! blind; one bloom-filtered read, as the RocksDB adapter does). fjall reads
@@ -27,9 +30,11 @@ use std::sync::Arc;
 use ::fjall::{Database, Keyspace, KeyspaceCreateOptions, PersistMode};
 
 use super::table_name;
-use crate::engine::{run_job_on_threads, Concurrency, Engine, EngineConfig, HandleSource};
+use crate::engine::{
+    run_job_on_threads, Concurrency, DurabilityMode, Engine, EngineConfig, HandleSource,
+};
 use crate::job::{Job, TaskStats};
-use crate::kv::{check_table, Kv, KvError, ScanFn};
+use crate::kv::{check_table, Kv, KvBatch, KvError, ScanFn};
 
 const ENGINE: &str = "fjall";
 /// Version of the `fjall` crate in Cargo.lock (the report names it).
@@ -58,6 +63,8 @@ fn engine_error(error: ::fjall::Error) -> KvError {
 pub struct FjallEngine {
     db: Database,
     keyspaces: Arc<[Keyspace]>,
+    /// How a commit persists the journal (None: it does not).
+    persist: Option<PersistMode>,
     settings: String,
 }
 
@@ -87,14 +94,19 @@ impl FjallEngine {
             "fjall {VERSION}: block cache={cache_bytes}B, one keyspace per table, 4KiB blocks, \
              bloom (L0 fpr 1e-4, then 10 bits/key), L0/L1 index + L0 filter pinned, \
              leveled compaction, no compression, memtable={memtable_bytes}B per keyspace, \
-             worker_threads={WORKER_THREADS}, journal ON (cannot be turned off): \
-             manual_journal_persist (user-space buffer, no write/fsync per operation; \
-             fsync when a journal is sealed and at close), delete = exists check + remove, \
-             reads via pread through the page cache"
+             worker_threads={WORKER_THREADS}, manual_journal_persist: {}, \
+             delete = exists check + remove, reads via pread through the page cache",
+            super::durability(ENGINE, config.durability)
         );
+        let persist = match config.durability {
+            DurabilityMode::None => None,
+            DurabilityMode::Buffered => Some(PersistMode::Buffer),
+            DurabilityMode::Sync => Some(PersistMode::SyncData),
+        };
         Ok(FjallEngine {
             db,
             keyspaces,
+            persist,
             settings,
         })
     }
@@ -102,19 +114,31 @@ impl FjallEngine {
 
 /// One thread's fjall handle.
 pub struct FjallHandle {
+    db: Database,
     keyspaces: Arc<[Keyspace]>,
+    persist: Option<PersistMode>,
 }
 
 impl HandleSource for FjallEngine {
     type Handle = FjallHandle;
     fn open_handle(&self) -> Result<FjallHandle, String> {
         Ok(FjallHandle {
+            db: self.db.clone(),
             keyspaces: Arc::clone(&self.keyspaces),
+            persist: self.persist,
         })
     }
 }
 
 impl FjallHandle {
+    /// Persists the journal as the durability mode asks, after a commit.
+    fn persist(&self) -> Result<(), KvError> {
+        match self.persist {
+            Some(mode) => self.db.persist(mode).map_err(engine_error),
+            None => Ok(()),
+        }
+    }
+
     /// The keyspace of `table`, once `key` is known to be short enough.
     fn keyspace(&self, table: u32, key: &[u8]) -> Result<&Keyspace, KvError> {
         check_table(table, self.keyspaces.len() as u32)?;
@@ -162,15 +186,31 @@ impl Kv for FjallHandle {
         check_len("value", value, VALUE_BYTES_MAX)?;
         self.keyspace(table, key)?
             .insert(key, value)
-            .map_err(engine_error)
+            .map_err(engine_error)?;
+        self.persist()
     }
     async fn delete(&self, table: u32, key: &[u8]) -> Result<bool, KvError> {
         let keyspace = self.keyspace(table, key)?;
         let existed = keyspace.contains_key(key).map_err(engine_error)?;
         if existed {
             keyspace.remove(key).map_err(engine_error)?;
+            self.persist()?;
         }
         Ok(existed)
+    }
+    async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
+        let mut write_batch = self.db.batch().durability(self.persist);
+        for (table, key, value) in batch.iter() {
+            let keyspace = self.keyspace(table, key)?;
+            match value {
+                Some(value) => {
+                    check_len("value", value, VALUE_BYTES_MAX)?;
+                    write_batch.insert(keyspace, key, value);
+                }
+                None => write_batch.remove(keyspace, key),
+            }
+        }
+        write_batch.commit().map_err(engine_error)
     }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         visit(self.keyspace(table, start)?.range(start..), f)

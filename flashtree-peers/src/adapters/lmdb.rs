@@ -1,9 +1,10 @@
 //! LMDB (Debian liblmdb-dev, 0.9.x) through a small hand-written FFI.
 //!
-//! Settings: `MDB_NOSYNC | MDB_NOMETASYNC` (no durability at commit, like
-//! the WAL off elsewhere), `MDB_NOTLS`, `MDB_NORDAHEAD` (random reads larger
+//! Settings: sync flags per `EngineConfig::durability` (`none`:
+//! `MDB_NOSYNC | MDB_NOMETASYNC`; `buffered`: `MDB_NOMETASYNC`; `sync`:
+//! LMDB's default, both synced at commit), `MDB_NOTLS`, `MDB_NORDAHEAD` (random reads larger
 //! than memory, as LMDB's docs advise), map size 1 TiB (sparse), one named
-//! database per table, one autocommitted transaction per write, a reset /
+//! database per table, one write transaction per write or batch, a reset /
 //! renewed read transaction per read. LMDB reads through mmap and the page
 //! cache, so it has no cache of its own to size: the driver bounds it with a
 //! memory cgroup of the budget (see [`crate::cgroup`]).
@@ -12,9 +13,11 @@ use std::cell::Cell;
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr, CString};
 use std::ptr;
 
-use crate::engine::{run_job_on_threads, Concurrency, Engine, EngineConfig, HandleSource};
+use crate::engine::{
+    run_job_on_threads, Concurrency, DurabilityMode, Engine, EngineConfig, HandleSource,
+};
 use crate::job::{Job, TaskStats};
-use crate::kv::{check_table, Kv, KvError, ScanFn};
+use crate::kv::{check_table, Kv, KvBatch, KvError, ScanFn};
 
 const ENGINE: &str = "lmdb";
 const MAP_BYTES: usize = 1 << 40;
@@ -171,7 +174,12 @@ impl LmdbEngine {
             settings: String::new(),
         };
         let readers = (config.threads_max + 16) as c_uint;
-        let flags = MDB_NOSYNC | MDB_NOMETASYNC | MDB_NOTLS | MDB_NORDAHEAD;
+        let sync_flags = match config.durability {
+            DurabilityMode::None => MDB_NOSYNC | MDB_NOMETASYNC,
+            DurabilityMode::Buffered => MDB_NOMETASYNC,
+            DurabilityMode::Sync => 0,
+        };
+        let flags = sync_flags | MDB_NOTLS | MDB_NORDAHEAD;
         // SAFETY: env was created above and is not yet open.
         unsafe {
             for (what, code) in [
@@ -196,8 +204,9 @@ impl LmdbEngine {
         // SAFETY: out-pointers are valid; the result is a static string.
         unsafe { mdb_version(&mut major, &mut minor, &mut patch) };
         engine.settings = format!(
-            "LMDB {major}.{minor}.{patch}: MDB_NOSYNC|MDB_NOMETASYNC|MDB_NOTLS|MDB_NORDAHEAD, \
-             map 1TiB, one write txn per update, reads through mmap (page cache)"
+            "LMDB {major}.{minor}.{patch}: {}, MDB_NOTLS|MDB_NORDAHEAD, \
+             map 1TiB, one write txn per update or batch, reads through mmap (page cache)",
+            super::durability(ENGINE, config.durability)
         );
         Ok(engine)
     }
@@ -417,6 +426,32 @@ impl Kv for LmdbHandle<'_> {
                 MDB_NOTFOUND => Ok(false),
                 code => check(code).map(|()| false),
             }
+        })
+    }
+    async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
+        let dbis = batch
+            .iter()
+            .map(|(table, _, _)| self.dbi(table))
+            .collect::<Result<Vec<c_uint>, KvError>>()?;
+        self.write(|txn| {
+            for ((_, key, value), &dbi) in batch.iter().zip(&dbis) {
+                let mut key_val = MdbVal::of(key);
+                // SAFETY: txn is a live write transaction; key and value
+                // outlive the calls.
+                let code = unsafe {
+                    match value {
+                        Some(value) => {
+                            let mut value_val = MdbVal::of(value);
+                            mdb_put(txn, dbi, &mut key_val, &mut value_val, 0)
+                        }
+                        None => mdb_del(txn, dbi, &mut key_val, ptr::null_mut()),
+                    }
+                };
+                if code != MDB_NOTFOUND {
+                    check(code)?;
+                }
+            }
+            Ok(())
         })
     }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {

@@ -1,7 +1,7 @@
 //! Peer engine adapters. Each opens under `EngineConfig::dir`, sizes its
-//! cache to `EngineConfig::memory_bytes`, turns the WAL/logging off (or, where
-//! the engine cannot, says what it does instead in its settings), and hands
-//! out one [`crate::Kv`] handle per thread.
+//! cache to `EngineConfig::memory_bytes`, sets its log and syncs to
+//! `EngineConfig::durability` (the nearest setting it has; [`durability`]
+//! says which), and hands out one [`crate::Kv`] handle per thread.
 
 pub mod fjall;
 pub mod lmdb;
@@ -9,7 +9,7 @@ pub mod redb;
 pub mod rocks;
 pub mod wiredtiger;
 
-use crate::engine::{Engine, EngineConfig};
+use crate::engine::{DurabilityMode, Engine, EngineConfig};
 
 /// Names of the built-in peer engines.
 pub const PEER_NAMES: [&str; 5] = ["rocksdb", "wiredtiger", "lmdb", "redb", "fjall"];
@@ -66,14 +66,42 @@ pub fn cache_setting(name: &str, memory_bytes: u64) -> String {
     }
 }
 
-/// What peer `name` does for durability (the report's per-engine line).
-pub fn durability(name: &str) -> &'static str {
-    match name {
-        "fjall" => {
+/// What engine `name` (a peer or flashtree) does for durability in `mode`:
+/// the report's per-engine line. An engine that lacks the mode runs the
+/// nearest one, and the line says so.
+pub fn durability(name: &str, mode: DurabilityMode) -> &'static str {
+    use DurabilityMode::*;
+    match (name, mode) {
+        ("flashtree", None) => "Durability::None: no log; dirty pages reach the store at eviction and close",
+        ("flashtree", Buffered) => {
+            "Durability::Buffered { max_delay_ms: 10 }: per-worker logs written within 10 ms; a commit returns before"
+        }
+        ("flashtree", Sync) => {
+            "Durability::Sync: a commit returns once its log records are durable (RWF_DSYNC log writes, group commit)"
+        }
+        ("rocksdb", None) => "WAL off (WriteOptions::disable_wal)",
+        ("rocksdb", Buffered) => "WAL on, WriteOptions::sync=false (log written to the OS at each write, not synced)",
+        ("rocksdb", Sync) => "WAL on, WriteOptions::sync=true (one fsync per write group)",
+        ("wiredtiger", None) => "log=(enabled=false): commits durable only at checkpoints and close",
+        ("wiredtiger", Buffered) => "log=(enabled=true), transaction_sync=(enabled=false)",
+        ("wiredtiger", Sync) => "log=(enabled=true), transaction_sync=(enabled=true,method=fsync)",
+        ("lmdb", None) => "MDB_NOSYNC|MDB_NOMETASYNC: no sync at commit",
+        ("lmdb", Buffered) => {
+            "MDB_NOMETASYNC: data pages synced at commit, the meta page not (a crash may undo the last commit)"
+        }
+        ("lmdb", Sync) => "default flags: data pages and meta page synced at every commit",
+        ("redb", None) => "Durability::None at every commit (redb has no log; durable at close)",
+        ("redb", Buffered) => {
+            "Durability::None at every commit (redb 4 has no buffered mode: the nearest; durable at close)"
+        }
+        ("redb", Sync) => "Durability::Immediate at every commit (fsync per commit)",
+        ("fjall", None) => {
             "journal ON (fjall cannot turn it off), appended through a user-space buffer \
              (manual_journal_persist), no sync at commit"
         }
-        _ => "WAL/logging off; no sync at commit",
+        ("fjall", Buffered) => "journal flushed to the OS at every commit (PersistMode::Buffer), not synced",
+        ("fjall", Sync) => "journal fdatasync'd at every commit (PersistMode::SyncData)",
+        _ => "unknown engine",
     }
 }
 

@@ -4,9 +4,10 @@
 //! memory budget (redb's one cache: read cache plus a write buffer of at
 //! most half of it); one redb table per workload table (`t0`, `t1`, ...)
 //! with byte-string keys and values (memcmp order); one write transaction
-//! per put or delete, committed with `Durability::None` (redb has no log to
-//! turn off: such a commit is not fsynced and its pages may stay in the
-//! write buffer), made durable by `Database::close` when the engine closes;
+//! per put, delete or batch, committed with `Durability::None` for the
+//! `none` and `buffered` modes (redb has no log to turn off: such a commit
+//! is not fsynced and its pages may stay in the write buffer; they become
+//! durable at `Database::close`) and `Durability::Immediate` for `sync`;
 //! one read transaction per get or scan. redb has one writer at a time:
 //! write transactions queue for it. redb reads its file with pread through
 //! the OS page cache (no direct I/O), so the driver runs it in a memory
@@ -20,9 +21,11 @@ use ::redb::{
 };
 
 use super::table_name;
-use crate::engine::{run_job_on_threads, Concurrency, Engine, EngineConfig, HandleSource};
+use crate::engine::{
+    run_job_on_threads, Concurrency, DurabilityMode, Engine, EngineConfig, HandleSource,
+};
 use crate::job::{Job, TaskStats};
-use crate::kv::{check_table, Kv, KvError, ScanFn};
+use crate::kv::{check_table, Kv, KvBatch, KvError, ScanFn};
 
 const ENGINE: &str = "redb";
 /// Version of the `redb` crate in Cargo.lock (the report names it).
@@ -48,7 +51,16 @@ fn definition(name: &str) -> TableDefinition<'_, Bytes, Bytes> {
 pub struct RedbEngine {
     db: Arc<Database>,
     tables: Arc<[String]>,
+    durability: Durability,
     settings: String,
+}
+
+/// redb's setting for `mode` (redb 4 has only None and Immediate).
+fn redb_durability(mode: DurabilityMode) -> Durability {
+    match mode {
+        DurabilityMode::None | DurabilityMode::Buffered => Durability::None,
+        DurabilityMode::Sync => Durability::Immediate,
+    }
 }
 
 impl RedbEngine {
@@ -76,13 +88,14 @@ impl RedbEngine {
         create().map_err(|e| format!("redb: creating {} tables: {e}", tables.len()))?;
         let settings = format!(
             "redb {VERSION}: cache={cache_bytes}B (read cache + write buffer <= half), \
-             one table per workload table, one write txn per put/delete with \
-             Durability::None (no log exists; no fsync at commit; durable at close), \
-             one read txn per get/scan, single writer, reads via pread through the page cache"
+             one table per workload table, one write txn per put/delete or batch: {}, \
+             one read txn per get/scan, single writer, reads via pread through the page cache",
+            super::durability(ENGINE, config.durability)
         );
         Ok(RedbEngine {
             db: Arc::new(db),
             tables,
+            durability: redb_durability(config.durability),
             settings,
         })
     }
@@ -92,6 +105,7 @@ impl RedbEngine {
 pub struct RedbHandle {
     db: Arc<Database>,
     tables: Arc<[String]>,
+    durability: Durability,
 }
 
 impl HandleSource for RedbEngine {
@@ -100,6 +114,7 @@ impl HandleSource for RedbEngine {
         Ok(RedbHandle {
             db: Arc::clone(&self.db),
             tables: Arc::clone(&self.tables),
+            durability: self.durability,
         })
     }
 }
@@ -118,7 +133,7 @@ impl RedbHandle {
     }
 
     /// Runs `body` on `table` inside one write transaction committed with
-    /// `Durability::None`; an error aborts it (the transaction is dropped).
+    /// the engine's durability; an error aborts it (the transaction is dropped).
     fn write<T>(
         &self,
         table: u32,
@@ -126,7 +141,7 @@ impl RedbHandle {
     ) -> Result<T, KvError> {
         let name = self.name(table)?;
         let mut txn = self.db.begin_write().map_err(engine_error)?;
-        txn.set_durability(Durability::None).map_err(engine_error)?;
+        txn.set_durability(self.durability).map_err(engine_error)?;
         let value = {
             let mut opened = txn.open_table(definition(name)).map_err(engine_error)?;
             body(&mut opened).map_err(engine_error)?
@@ -167,6 +182,31 @@ impl Kv for RedbHandle {
     }
     async fn delete(&self, table: u32, key: &[u8]) -> Result<bool, KvError> {
         self.write(table, |opened| opened.remove(key).map(|old| old.is_some()))
+    }
+    async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
+        for (table, _, _) in batch.iter() {
+            self.name(table)?;
+        }
+        let mut txn = self.db.begin_write().map_err(engine_error)?;
+        txn.set_durability(self.durability).map_err(engine_error)?;
+        // One table open at a time (redb refuses a table opened twice):
+        // each table's entries in batch order.
+        let mut tables: Vec<u32> = batch.iter().map(|(table, _, _)| table).collect();
+        tables.sort_unstable();
+        tables.dedup();
+        for table in tables {
+            let mut opened = txn
+                .open_table(definition(&self.tables[table as usize]))
+                .map_err(engine_error)?;
+            for (_, key, value) in batch.iter().filter(|(t, _, _)| *t == table) {
+                match value {
+                    Some(value) => opened.insert(key, value).map(drop),
+                    None => opened.remove(key).map(drop),
+                }
+                .map_err(engine_error)?;
+            }
+        }
+        txn.commit().map_err(engine_error)
     }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         let opened = self.read(table)?;

@@ -5,21 +5,27 @@
 //! (LRU) = the memory budget, with index and filter blocks charged to it;
 //! 4 KiB blocks; 10 bits/key whole-key bloom filters; hash index inside data
 //! blocks; direct I/O for reads and for flush/compaction; no compression;
-//! dynamic level sizes; WAL off. Tables share one keyspace: each key is
-//! prefixed by its 4-byte big-endian table id.
+//! dynamic level sizes. Durability per `EngineConfig::durability`: WAL off
+//! (`none`), WAL on without sync (`buffered`), or `WriteOptions::sync`
+//! (`sync`: RocksDB's write group shares one fsync among the threads that
+//! wait for it). Tables share one keyspace: each key is prefixed by its
+//! 4-byte big-endian table id.
 
 use std::cell::RefCell;
 use std::sync::Arc;
 
 use rocksdb::{
     BlockBasedOptions, Cache, DBCompressionType, DataBlockIndexType, Options, ReadOptions,
-    WriteOptions, DB,
+    WriteBatch, WriteOptions, DB,
 };
 
 use super::prefixed_key;
-use crate::engine::{run_job_on_threads, Concurrency, Engine, EngineConfig, HandleSource};
+use crate::engine::{
+    run_job_on_threads, Concurrency, DurabilityMode, Engine, EngineConfig, EngineCounters,
+    HandleSource,
+};
 use crate::job::{Job, TaskStats};
-use crate::kv::{check_table, Kv, KvError, ScanFn};
+use crate::kv::{check_table, Kv, KvBatch, KvError, ScanFn};
 
 const ENGINE: &str = "rocksdb";
 /// Smallest memtable, whatever the budget.
@@ -31,6 +37,9 @@ const WRITE_BUFFER_BYTES_MAX: u64 = 64 << 20;
 pub struct RocksEngine {
     db: Arc<DB>,
     table_count: u32,
+    durability: DurabilityMode,
+    /// Statistics (for the WAL sync count), kept alive with the database.
+    options: Options,
     settings: String,
 }
 
@@ -71,6 +80,10 @@ impl RocksEngine {
         options.set_level_compaction_dynamic_level_bytes(true);
         options.set_memtable_whole_key_filtering(true);
         options.set_memtable_prefix_bloom_ratio(0.02);
+        if config.durability != DurabilityMode::None {
+            // For the WAL sync count (the ticker rocksdb.wal.synced).
+            options.enable_statistics();
+        }
         let path = config.dir.join("rocksdb");
         let db = DB::open(&options, &path).map_err(|e| {
             format!(
@@ -82,12 +95,15 @@ impl RocksEngine {
             "rocksdb 7.8 (Debian librocksdb): block_cache={cache_bytes}B LRU, 4KiB blocks, \
              bloom 10 bits/key, index+filter in cache, data-block hash index, \
              use_direct_reads, direct I/O flush/compaction, no compression, \
-             write_buffer={write_buffer_bytes}B x2, background_jobs=2, WAL off, \
-             one Get per key of a batch (batched MultiGet read twice the blocks per TPC-C transaction)"
+             write_buffer={write_buffer_bytes}B x2, background_jobs=2, {}, \
+             one Get per key of a batch (batched MultiGet read twice the blocks per TPC-C transaction)",
+            super::durability(ENGINE, config.durability)
         );
         Ok(RocksEngine {
             db: Arc::new(db),
             table_count: config.table_count,
+            durability: config.durability,
+            options,
             settings,
         })
     }
@@ -105,7 +121,11 @@ impl HandleSource for RocksEngine {
     type Handle = RocksHandle;
     fn open_handle(&self) -> Result<RocksHandle, String> {
         let mut write_options = WriteOptions::default();
-        write_options.disable_wal(true);
+        match self.durability {
+            DurabilityMode::None => write_options.disable_wal(true),
+            DurabilityMode::Buffered => write_options.set_sync(false),
+            DurabilityMode::Sync => write_options.set_sync(true),
+        }
         Ok(RocksHandle {
             db: Arc::clone(&self.db),
             table_count: self.table_count,
@@ -188,6 +208,21 @@ impl Kv for RocksHandle {
         }
         Ok(existed)
     }
+    async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
+        let mut write_batch = WriteBatch::default();
+        let mut full_key = self.key_buffer.borrow_mut();
+        for (table, key, value) in batch.iter() {
+            check_table(table, self.table_count)?;
+            prefixed_key(&mut full_key, table, key);
+            match value {
+                Some(value) => write_batch.put(&full_key[..], value),
+                None => write_batch.delete(&full_key[..]),
+            }
+        }
+        self.db
+            .write_opt(write_batch, &self.write_options)
+            .map_err(engine_error)
+    }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         self.scan_impl(table, start, f, false)
     }
@@ -197,6 +232,15 @@ impl Kv for RocksHandle {
     async fn idle_until(&self, deadline: std::time::Instant) {
         crate::engine::sleep_until(deadline);
     }
+}
+
+/// The count of ticker `rocksdb.wal.synced` in RocksDB's statistics text
+/// (a line `rocksdb.wal.synced COUNT : 123`).
+fn wal_syncs(statistics: &str) -> Option<u64> {
+    statistics
+        .lines()
+        .find_map(|line| line.strip_prefix("rocksdb.wal.synced COUNT : "))
+        .and_then(|count| count.trim().parse().ok())
 }
 
 impl Engine for RocksEngine {
@@ -211,6 +255,15 @@ impl Engine for RocksEngine {
     }
     fn run_job(&self, job: &Job<'_>, threads: usize) -> Result<Vec<TaskStats>, String> {
         run_job_on_threads(self, job, threads)
+    }
+    fn counters(&self) -> EngineCounters {
+        EngineCounters {
+            log_syncs: self
+                .options
+                .get_statistics()
+                .and_then(|text| wal_syncs(&text)),
+            ..EngineCounters::default()
+        }
     }
     fn close(self: Box<Self>) -> Result<(), String> {
         self.db

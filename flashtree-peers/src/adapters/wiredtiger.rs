@@ -2,16 +2,21 @@
 //! `csrc/wt_shim.c`, with B-tree tables as in Haas & Leis (VLDB 2023).
 //!
 //! Settings: `cache_size` = the memory budget; `direct_io=[data]`; logging
-//! off; 4 KiB allocation, internal and leaf pages; no compression; sessions
-//! at `isolation=read-uncommitted` (the least isolation, Haas & Leis (VLDB 2023) §4.1);
-//! autocommit operations. Table N is `table:tN` with raw byte keys/values.
+//! and `transaction_sync` per `EngineConfig::durability` (see
+//! [`super::durability`]); 4 KiB allocation, internal and leaf pages; no
+//! compression; sessions at `isolation=read-uncommitted` (the least
+//! isolation, Haas & Leis (VLDB 2023) §4.1); autocommit operations, and a
+//! snapshot transaction per batch. Table N is `table:tN` with raw byte
+//! keys/values.
 
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
 use std::ptr;
 
-use crate::engine::{run_job_on_threads, Concurrency, Engine, EngineConfig, HandleSource};
+use crate::engine::{
+    run_job_on_threads, Concurrency, DurabilityMode, Engine, EngineConfig, HandleSource,
+};
 use crate::job::{Job, TaskStats};
-use crate::kv::{check_table, Kv, KvError, ScanFn};
+use crate::kv::{check_table, Kv, KvBatch, KvError, ScanFn};
 
 const ENGINE: &str = "wiredtiger";
 /// Tables the shim supports (`WTS_TABLES_MAX` in the C file).
@@ -60,6 +65,15 @@ extern "C" {
         table: c_int,
         key: *const c_void,
         key_len: usize,
+    ) -> c_int;
+    fn wts_write_batch(
+        session: *mut WtsSession,
+        count: usize,
+        tables: *const c_int,
+        keys: *const *const c_void,
+        key_lens: *const usize,
+        values: *const *const c_void,
+        value_lens: *const usize,
     ) -> c_int;
     fn wts_seek(
         session: *mut WtsSession,
@@ -116,8 +130,15 @@ impl WtEngine {
             .map_err(|e| format!("wiredtiger: {}: {e}", home.display()))?;
         let cache_bytes = config.memory_bytes.max(CACHE_BYTES_MIN);
         let sessions_max = config.threads_max + 16;
+        let log_config = match config.durability {
+            DurabilityMode::None => "log=(enabled=false)",
+            DurabilityMode::Buffered => "log=(enabled=true),transaction_sync=(enabled=false)",
+            DurabilityMode::Sync => {
+                "log=(enabled=true),transaction_sync=(enabled=true,method=fsync)"
+            }
+        };
         let open_config = format!(
-            "create,cache_size={cache_bytes}B,direct_io=[data],log=(enabled=false),\
+            "create,cache_size={cache_bytes}B,direct_io=[data],{log_config},\
              session_max={sessions_max},checkpoint_sync=false"
         );
         let table_config = "key_format=u,value_format=u,allocation_size=4KB,\
@@ -154,7 +175,8 @@ impl WtEngine {
         let settings = format!(
             "{version}: B-tree tables, cache_size={cache_bytes}B, direct_io=[data], \
              4KiB allocation/internal/leaf pages, no compression, \
-             isolation=read-uncommitted, autocommit ops, logging off"
+             isolation=read-uncommitted, autocommit ops, a snapshot txn per batch, {}",
+            super::durability(ENGINE, config.durability)
         );
         Ok(WtEngine {
             connection,
@@ -326,6 +348,43 @@ impl Kv for WtHandle {
             0 => Ok(true),
             code if code == unsafe { wts_notfound() } => Ok(false),
             code => Err(engine_error(code)),
+        }
+    }
+    async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
+        let count = batch.len();
+        let (mut tables, mut keys, mut key_lens, mut values, mut value_lens) = (
+            Vec::with_capacity(count),
+            Vec::with_capacity(count),
+            Vec::with_capacity(count),
+            Vec::with_capacity(count),
+            Vec::with_capacity(count),
+        );
+        for (table, key, value) in batch.iter() {
+            check_table(table, self.table_count)?;
+            tables.push(table as c_int);
+            keys.push(key.as_ptr().cast::<c_void>());
+            key_lens.push(key.len());
+            values.push(value.map_or(ptr::null(), |v| v.as_ptr().cast::<c_void>()));
+            value_lens.push(value.map_or(0, <[u8]>::len));
+        }
+        // SAFETY: session is this thread's; the five arrays hold `count`
+        // entries each and, with the batch's bytes they point into, outlive
+        // the call; a null value marks a delete.
+        let code = unsafe {
+            wts_write_batch(
+                self.session,
+                count,
+                tables.as_ptr(),
+                keys.as_ptr(),
+                key_lens.as_ptr(),
+                values.as_ptr(),
+                value_lens.as_ptr(),
+            )
+        };
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(engine_error(code))
         }
     }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
