@@ -682,6 +682,26 @@ mod tests {
         Box::new(engine).close().unwrap();
     }
 
+    /// TPC-C's transactions as `Sync` batch commits on two workers (each
+    /// commit waits for its log, and may wait for the other worker's): the
+    /// consistency checks pass after the run.
+    #[test]
+    fn tpcc_small_with_synced_commits_passes_consistency_checks() {
+        let dir = tempfile::tempdir().unwrap();
+        let workload = Workload::Tpcc(Tpcc::new(1, TpccScale::small()).unwrap());
+        let engine = open_in(
+            dir.path(),
+            2048,
+            workload.table_count(),
+            2,
+            DurabilityMode::Sync,
+        );
+        let (loaded, transactions) = run_workload(&engine, &workload, dir.path());
+        assert!(loaded > 0 && transactions > 0);
+        assert!(engine.db().stats().log_syncs > 0);
+        Box::new(engine).close().unwrap();
+    }
+
     #[test]
     fn tpcc_small_passes_consistency_checks() {
         let dir = tempfile::tempdir().unwrap();

@@ -11,16 +11,20 @@ use flashtree_peers::driver::{run_phase, PhaseResult, PhaseSpec};
 use flashtree_peers::workload::tpcc::{self, Tpcc, TpccScale};
 use flashtree_peers::workload::ycsb::{Ycsb, YcsbKind};
 use flashtree_peers::workload::{OpKind, Workload};
-use flashtree_peers::{block_on, Engine, EngineConfig, HandleSource, Kv, Phase};
+use flashtree_peers::{block_on, DurabilityMode, Engine, EngineConfig, HandleSource, Kv, Phase};
 
 fn config(dir: &Path, table_count: u32) -> EngineConfig {
+    config_in(dir, table_count, DurabilityMode::None)
+}
+
+fn config_in(dir: &Path, table_count: u32, durability: DurabilityMode) -> EngineConfig {
     EngineConfig {
         dir: dir.to_path_buf(),
         memory_bytes: 32 << 20,
         table_count,
         threads_max: 8,
         cores: Vec::new(),
-        durability: flashtree_peers::DurabilityMode::None,
+        durability,
     }
 }
 
@@ -74,9 +78,22 @@ fn ycsb_mixes_have_the_right_proportions() {
 }
 
 fn tpcc_on(name: &str) {
+    tpcc_on_in(name, DurabilityMode::None)
+}
+
+/// Every peer runs TPC-C's transactions as synced batch commits, and the
+/// consistency conditions hold after the load and after the run.
+#[test]
+fn tpcc_with_synced_commits_stays_consistent_on_every_peer() {
+    for name in flashtree_peers::adapters::PEER_NAMES {
+        tpcc_on_in(name, DurabilityMode::Sync);
+    }
+}
+
+fn tpcc_on_in(name: &str, durability: DurabilityMode) {
     let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
     let workload = Workload::Tpcc(Tpcc::new(1, TpccScale::small()).unwrap());
-    let engine = open_peer(name, &config(dir.path(), tpcc::TABLE_COUNT)).unwrap();
+    let engine = open_peer(name, &config_in(dir.path(), tpcc::TABLE_COUNT, durability)).unwrap();
     let load = phase(engine.as_ref(), &workload, dir.path(), Phase::Load, 4, 0.0);
     assert!(
         load.stats.ops_count > 3000,

@@ -4,10 +4,11 @@
 //! NEW-ORDER). Unit `u` goes to part `u % parts`.
 
 use super::rows::*;
-use super::{key, put_row, table, Tpcc, DISTRICTS_PER_WAREHOUSE};
+use super::{key, table, Tpcc, DISTRICTS_PER_WAREHOUSE};
 use crate::job::RunControl;
 use crate::kv::{Kv, KvError};
 use crate::rng::{nurand, Rng64};
+use crate::workload::LoadBatch;
 
 /// Stock chunks per warehouse.
 const STOCK_CHUNKS: u32 = 10;
@@ -36,6 +37,7 @@ pub(super) async fn load_part<K: Kv>(
     let mut records = 0;
     for unit in (0..unit_count).filter(|u| *u as usize % parts.max(1) == part) {
         let mut rng = Rng64::new(0x7C_C000 + unit as u64);
+        let kv = &mut LoadBatch::new(kv);
         let loaded = if unit < ITEM_CHUNKS {
             load_items(tpcc, kv, unit, &mut rng).await?
         } else {
@@ -48,6 +50,7 @@ pub(super) async fn load_part<K: Kv>(
                 load_district(tpcc, kv, warehouse, sub - STOCK_CHUNKS + 1, &mut rng).await?
             }
         };
+        kv.finish().await?;
         control.add_progress(loaded);
         records += loaded;
     }
@@ -62,7 +65,7 @@ fn chunk(count: u32, index: u32, chunks: u32) -> std::ops::Range<u32> {
 
 async fn load_items<K: Kv>(
     tpcc: &Tpcc,
-    kv: &K,
+    kv: &mut LoadBatch<'_, K>,
     unit: u32,
     rng: &mut Rng64,
 ) -> Result<u64, KvError> {
@@ -76,7 +79,7 @@ async fn load_items<K: Kv>(
         };
         text(rng, 14, 24, &mut row.tail);
         text(rng, 26, 50, &mut row.tail);
-        put_row(kv, table::ITEM, &key(&[item]), &row, &mut buffer).await?;
+        load_row(kv, table::ITEM, &key(&[item]), &row, &mut buffer).await?;
         loaded += 1;
     }
     Ok(loaded)
@@ -84,7 +87,7 @@ async fn load_items<K: Kv>(
 
 async fn load_stock<K: Kv>(
     tpcc: &Tpcc,
-    kv: &K,
+    kv: &mut LoadBatch<'_, K>,
     warehouse: u32,
     sub: u32,
     rng: &mut Rng64,
@@ -98,7 +101,7 @@ async fn load_stock<K: Kv>(
             tail: Vec::new(),
         };
         text(rng, 81, 81, &mut row.tail);
-        put_row(kv, table::WAREHOUSE, &key(&[warehouse]), &row, &mut buffer).await?;
+        load_row(kv, table::WAREHOUSE, &key(&[warehouse]), &row, &mut buffer).await?;
         loaded += 1;
     }
     for item in chunk(tpcc.scale.items, sub, STOCK_CHUNKS) {
@@ -111,7 +114,7 @@ async fn load_stock<K: Kv>(
         };
         text(rng, 240, 240, &mut row.tail);
         text(rng, 26, 50, &mut row.tail);
-        put_row(
+        load_row(
             kv,
             table::STOCK,
             &key(&[warehouse, item]),
@@ -126,7 +129,7 @@ async fn load_stock<K: Kv>(
 
 async fn load_district<K: Kv>(
     tpcc: &Tpcc,
-    kv: &K,
+    kv: &mut LoadBatch<'_, K>,
     w: u32,
     d: u32,
     rng: &mut Rng64,
@@ -140,7 +143,7 @@ async fn load_district<K: Kv>(
         tail: Vec::new(),
     };
     text(rng, 81, 81, &mut row.tail);
-    put_row(kv, table::DISTRICT, &key(&[w, d]), &row, &mut buffer).await?;
+    load_row(kv, table::DISTRICT, &key(&[w, d]), &row, &mut buffer).await?;
     let mut loaded = 1;
     for c in 1..=scale.customers_per_district {
         loaded += load_customer(tpcc, kv, w, d, c, rng, &mut buffer).await?;
@@ -168,7 +171,7 @@ async fn load_district<K: Kv>(
 
 async fn load_customer<K: Kv>(
     tpcc: &Tpcc,
-    kv: &K,
+    kv: &mut LoadBatch<'_, K>,
     w: u32,
     d: u32,
     c: u32,
@@ -200,7 +203,7 @@ async fn load_customer<K: Kv>(
     row.tail.extend_from_slice(&first);
     text(rng, 89, 89, &mut row.tail);
     text(rng, 300, 500, &mut row.tail);
-    put_row(kv, table::CUSTOMER, &key(&[w, d, c]), &row, buffer).await?;
+    load_row(kv, table::CUSTOMER, &key(&[w, d, c]), &row, buffer).await?;
     let mut name_key = key(&[w, d]);
     name_key.extend_from_slice(&last);
     name_key.extend_from_slice(&first);
@@ -219,14 +222,14 @@ async fn load_customer<K: Kv>(
     text(rng, 12, 24, &mut history.tail);
     let mut history_key = key(&[w, d, u32::MAX]);
     history_key.extend_from_slice(&(c as u64).to_be_bytes());
-    put_row(kv, table::HISTORY, &history_key, &history, buffer).await?;
+    load_row(kv, table::HISTORY, &history_key, &history, buffer).await?;
     Ok(3)
 }
 
 #[allow(clippy::too_many_arguments)]
 async fn load_order<K: Kv>(
     tpcc: &Tpcc,
-    kv: &K,
+    kv: &mut LoadBatch<'_, K>,
     [w, d, o]: [u32; 3],
     c: u32,
     delivered: bool,
@@ -246,7 +249,7 @@ async fn load_order<K: Kv>(
         all_local: 1,
         tail: Vec::new(),
     };
-    put_row(kv, table::ORDER, &key(&[w, d, o]), &order, buffer).await?;
+    load_row(kv, table::ORDER, &key(&[w, d, o]), &order, buffer).await?;
     kv.put(table::ORDER_CUSTOMER, &key(&[w, d, c, o]), &[])
         .await?;
     for ol in 1..=ol_cnt as u32 {
@@ -263,10 +266,22 @@ async fn load_order<K: Kv>(
             tail: Vec::new(),
         };
         text(rng, 24, 24, &mut line.tail);
-        put_row(kv, table::ORDER_LINE, &key(&[w, d, o, ol]), &line, buffer).await?;
+        load_row(kv, table::ORDER_LINE, &key(&[w, d, o, ol]), &line, buffer).await?;
     }
     if !delivered {
         kv.put(table::NEW_ORDER, &key(&[w, d, o]), &[]).await?;
     }
     Ok(2 + ol_cnt + (!delivered) as u64)
+}
+
+/// Adds a row's put to the loader's batch.
+async fn load_row<K: Kv, R: Row>(
+    kv: &mut LoadBatch<'_, K>,
+    table: u32,
+    key: &[u8],
+    row: &R,
+    buffer: &mut Vec<u8>,
+) -> Result<(), KvError> {
+    row.encode(buffer);
+    kv.put(table, key, buffer).await
 }

@@ -4,24 +4,34 @@
 //! Order-Status, Delivery, Stock-Level), a loader, and consistency
 //! conditions 1–4 (clause 3.3.2) checked after a run.
 //!
-//! Engines have no transactions here, so the workload serialises what the
-//! conditions depend on with its own locks, and holds them only over rows
-//! that every transaction touches (warehouse, district, the tail of the
-//! order tables), never over a random read:
-//! - one lock per district: New-Order holds it while it takes an order id and
-//!   writes the order, its new-order row and its lines; Payment while it adds
-//!   to D_YTD; Delivery while it delivers that district's oldest order;
-//! - one lock per warehouse: Payment adds to W_YTD under it (taken after the
-//!   district lock: a global order, so no deadlock);
-//! - striped row locks ([`ROW_LOCK_COUNT`]) around every read-modify-write of
-//!   a STOCK or CUSTOMER row, so that concurrent updates are not lost. A task
-//!   holding a row lock takes no other lock.
+//! Every New-Order, Payment and Delivery is a real transaction: its reads
+//! come first, its writes go into one [`KvBatch`] that the engine commits
+//! atomically (all or none, also across a crash) and as durably as the run's
+//! `--durability` says. Isolation is the workload's own strict two-phase
+//! locking, the same for every engine: a transaction takes its locks before
+//! it reads what it will write and holds them until its commit returns.
+//! - one lock per district: New-Order holds it over taking an order id;
+//!   Payment over adding to D_YTD; Delivery over delivering that district's
+//!   oldest order;
+//! - one lock per warehouse: Payment adds to W_YTD under it;
+//! - striped row locks ([`ROW_LOCK_COUNT`]) over every read-modify-write of a
+//!   STOCK or CUSTOMER row.
 //!
-//! New-Order writes the ORDER-CUSTOMER index entry last, after the order and
-//! all its lines exist, so Order-Status (which finds orders through that
-//! index) needs no lock and never sees a half-written order. Locks are
-//! try-locks that yield when busy. Rolled-back New-Orders (1%) check the
-//! items before writing anything, so a rollback leaves no trace.
+//! One global order prevents deadlock ([`TxnLocks`]): district and
+//! warehouse locks first, then row locks, each kind in ascending index
+//! order. Before it locks, a transaction reads the random rows it will
+//! update (stock, customer) once without a lock, so that their pages are
+//! in memory and no lock is held over a device read in the common case.
+//! Delivery commits one transaction per district, as TPC-C allows (clause
+//! 2.7.4.2: up to 10 orders per database transaction).
+//!
+//! New-Order puts the ORDER-CUSTOMER index entry last in its batch, after
+//! the order and its lines, so Order-Status (which finds orders through
+//! that index without a lock) never sees a half-written order, also on an
+//! engine whose readers see a transaction's writes as they are made
+//! (WiredTiger at read-uncommitted). Locks are try-locks that yield when
+//! busy. Rolled-back New-Orders (1%) check the items before writing
+//! anything, so a rollback leaves no trace.
 //!
 //! Reduced scale for tests ([`TpccScale::small`]): 1000 items, 30 customers
 //! and 30 orders per district (the last 9 undelivered); last names then come
@@ -38,7 +48,7 @@ pub use rows::*;
 
 use super::{OpKind, TaskState};
 use crate::job::RunControl;
-use crate::kv::{Kv, KvError};
+use crate::kv::{Kv, KvBatch, KvError};
 use crate::rng::fnv1a;
 
 /// Tables TPC-C needs.
@@ -238,34 +248,82 @@ impl Tpcc {
         (self.warehouses * DISTRICTS_PER_WAREHOUSE + warehouse - 1) as usize
     }
 
-    /// Takes the locks `indexes` (at most [`GUARD_LOCKS_MAX`]) in ascending
-    /// order (try-lock, `kv.wait_busy()` when taken).
-    async fn lock_all<K: Kv>(&self, kv: &K, indexes: &[usize]) -> LockGuard<'_> {
-        assert!(indexes.len() <= GUARD_LOCKS_MAX, "too many locks at once");
-        let mut sorted = [0usize; GUARD_LOCKS_MAX];
-        let sorted = &mut sorted[..indexes.len()];
-        sorted.copy_from_slice(indexes);
-        sorted.sort_unstable();
-        // Built as the locks are taken, so that a dropped wait releases the
-        // ones already held.
-        let mut guard = LockGuard::new(&self.locks);
-        for &index in sorted.iter() {
-            if guard.held().last() != Some(&index) {
-                acquire(kv, &self.locks[index]).await;
-                guard.push(index);
-            }
+    fn row_lock_index(&self, table: u32, key: &[u8]) -> usize {
+        (fnv1a(key) ^ table as u64) as usize % ROW_LOCK_COUNT
+    }
+}
+
+/// The locks one transaction holds until it commits (dropped: released).
+///
+/// Deadlock freedom: every transaction takes locks in one global order,
+/// district and warehouse locks ([`Tpcc::locks`], by index) before row
+/// locks ([`Tpcc::row_locks`], by index). [`TxnLocks::take`] takes a sorted
+/// set; a later call may only add locks above every lock already held of
+/// the same kind, and no district or warehouse lock once a row lock is
+/// held. A lock already held is not taken again (striped row locks of two
+/// rows may be one lock).
+struct TxnLocks<'a> {
+    tpcc: &'a Tpcc,
+    held: Vec<usize>,
+    held_rows: Vec<usize>,
+}
+
+impl<'a> TxnLocks<'a> {
+    fn new(tpcc: &'a Tpcc) -> Self {
+        TxnLocks {
+            tpcc,
+            held: Vec::new(),
+            held_rows: Vec::new(),
         }
-        guard
     }
 
-    /// Takes the row lock of `key` in `table` (STOCK or CUSTOMER). The
-    /// holder must not take any other lock before dropping it.
-    async fn lock_row<K: Kv>(&self, kv: &K, table: u32, key: &[u8]) -> LockGuard<'_> {
-        let index = (fnv1a(key) ^ table as u64) as usize % ROW_LOCK_COUNT;
-        acquire(kv, &self.row_locks[index]).await;
-        let mut guard = LockGuard::new(&self.row_locks);
-        guard.push(index);
-        guard
+    /// Takes the district/warehouse locks `indexes` and the row locks of
+    /// `rows` (table, key), in the global order.
+    async fn take<K: Kv>(&mut self, kv: &K, indexes: &[usize], rows: &[(u32, &[u8])]) {
+        let mut indexes = indexes.to_vec();
+        indexes.sort_unstable();
+        indexes.dedup();
+        let mut row_indexes: Vec<usize> = rows
+            .iter()
+            .map(|&(table, key)| self.tpcc.row_lock_index(table, key))
+            .collect();
+        row_indexes.sort_unstable();
+        row_indexes.dedup();
+        for index in indexes {
+            if self.held.contains(&index) {
+                continue;
+            }
+            assert!(
+                self.held_rows.is_empty() && self.held.last().is_none_or(|&last| last < index),
+                "lock {index} taken out of the global order"
+            );
+            acquire(kv, &self.tpcc.locks[index]).await;
+            self.held.push(index);
+        }
+        for index in row_indexes {
+            if self.held_rows.contains(&index) {
+                continue;
+            }
+            assert!(
+                self.held_rows.last().is_none_or(|&last| last < index),
+                "row lock {index} taken out of the global order"
+            );
+            acquire(kv, &self.tpcc.row_locks[index]).await;
+            self.held_rows.push(index);
+        }
+    }
+}
+
+impl Drop for TxnLocks<'_> {
+    fn drop(&mut self) {
+        for &index in &self.held {
+            let was_locked = self.tpcc.locks[index].swap(false, Ordering::Release);
+            debug_assert!(was_locked);
+        }
+        for &index in &self.held_rows {
+            let was_locked = self.tpcc.row_locks[index].swap(false, Ordering::Release);
+            debug_assert!(was_locked);
+        }
     }
 }
 
@@ -277,42 +335,6 @@ async fn acquire<K: Kv>(kv: &K, lock: &AtomicBool) {
         .is_err()
     {
         kv.wait_busy().await;
-    }
-}
-
-/// Most locks one guard holds (Payment: its district and its warehouse).
-const GUARD_LOCKS_MAX: usize = 2;
-
-/// Releases its locks when dropped.
-struct LockGuard<'a> {
-    locks: &'a [AtomicBool],
-    indexes: [usize; GUARD_LOCKS_MAX],
-    count: usize,
-}
-
-impl<'a> LockGuard<'a> {
-    fn new(locks: &'a [AtomicBool]) -> Self {
-        LockGuard {
-            locks,
-            indexes: [0; GUARD_LOCKS_MAX],
-            count: 0,
-        }
-    }
-    fn held(&self) -> &[usize] {
-        &self.indexes[..self.count]
-    }
-    fn push(&mut self, index: usize) {
-        self.indexes[self.count] = index;
-        self.count += 1;
-    }
-}
-
-impl Drop for LockGuard<'_> {
-    fn drop(&mut self) {
-        for &index in self.held() {
-            let was_locked = self.locks[index].swap(false, Ordering::Release);
-            debug_assert!(was_locked);
-        }
     }
 }
 
@@ -372,14 +394,8 @@ pub async fn get_row<K: Kv, R: Row>(
     R::decode(out)
 }
 
-/// Writes a row.
-pub async fn put_row<K: Kv, R: Row>(
-    kv: &K,
-    table: u32,
-    key: &[u8],
-    row: &R,
-    buffer: &mut Vec<u8>,
-) -> Result<(), KvError> {
+/// Adds a row's write to a transaction's batch.
+pub fn put_row<R: Row>(batch: &mut KvBatch, table: u32, key: &[u8], row: &R, buffer: &mut Vec<u8>) {
     row.encode(buffer);
-    kv.put(table, key, buffer).await
+    batch.put(table, key, buffer);
 }

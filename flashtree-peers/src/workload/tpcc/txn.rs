@@ -3,9 +3,10 @@
 use super::load::text;
 use super::rows::*;
 use super::{
-    get_row, key, key_part, put_row, scan_prefix, table, Tpcc, TpccTask, DISTRICTS_PER_WAREHOUSE,
+    get_row, key, key_part, put_row, scan_prefix, table, Tpcc, TpccTask, TxnLocks,
+    DISTRICTS_PER_WAREHOUSE,
 };
-use crate::kv::{Kv, KvError};
+use crate::kv::{Kv, KvBatch, KvError};
 use crate::rng::{nurand, Rng64};
 use crate::workload::{OpKind, TaskState};
 
@@ -116,16 +117,36 @@ async fn new_order<K: Kv>(
         }
         line.price = Item::decode(out)?.price;
     }
-    // Reads of rows no one else writes here (W_TAX, C_DISCOUNT), and the
-    // stock updates, each under its row lock: no district lock held over a
-    // random read.
+    // Rows no one else writes here (W_TAX, C_DISCOUNT): no lock.
     let warehouse: Warehouse = get_row(kv, table::WAREHOUSE, &key(&[w]), out).await?;
     let customer: Customer = get_row(kv, table::CUSTOMER, &key(&[w, d, c]), out).await?;
+    // The stock rows, distinct (two lines may order one item): read once
+    // unlocked, all at once, so that the locked part rarely waits for the
+    // device.
+    let mut stock_keys: Vec<Vec<u8>> = lines
+        .iter()
+        .map(|line| key(&[line.supply_w, line.item]))
+        .collect();
+    stock_keys.sort_unstable();
+    stock_keys.dedup();
+    kv.get_many(table::STOCK, &stock_keys, &mut |_, _| {})
+        .await?;
+    let district_key = key(&[w, d]);
+    let mut locks = TxnLocks::new(tpcc);
+    let rows: Vec<(u32, &[u8])> = stock_keys.iter().map(|k| (table::STOCK, &k[..])).collect();
+    locks
+        .take(kv, &[tpcc.district_lock_index(w, d)], &rows)
+        .await;
+    let mut stocks = Vec::with_capacity(stock_keys.len());
+    for stock_key in &stock_keys {
+        stocks.push(get_row::<_, Stock>(kv, table::STOCK, stock_key, out).await?);
+    }
     let mut dist_infos = Vec::with_capacity(lines.len());
     for line in &lines {
-        let stock_key = key(&[line.supply_w, line.item]);
-        let _row = tpcc.lock_row(kv, table::STOCK, &stock_key).await;
-        let mut stock: Stock = get_row(kv, table::STOCK, &stock_key, out).await?;
+        let at = stock_keys
+            .binary_search(&key(&[line.supply_w, line.item]))
+            .map_err(|_| KvError::Corrupt("stock key of an order line not read".into()))?;
+        let stock = &mut stocks[at];
         stock.quantity = if stock.quantity >= line.quantity + 10 {
             stock.quantity - line.quantity
         } else {
@@ -134,7 +155,6 @@ async fn new_order<K: Kv>(
         stock.ytd += line.quantity;
         stock.order_cnt += 1;
         stock.remote_cnt += (line.supply_w != w) as i64;
-        put_row(kv, table::STOCK, &stock_key, &stock, buffer).await?;
         dist_infos.push(
             stock
                 .tail
@@ -143,52 +163,55 @@ async fn new_order<K: Kv>(
                 .to_vec(),
         );
     }
+    let mut batch = KvBatch::new();
+    for (stock_key, stock) in stock_keys.iter().zip(&stocks) {
+        put_row(&mut batch, table::STOCK, stock_key, stock, buffer);
+    }
     let all_local = lines.iter().all(|line| line.supply_w == w) as i64;
-    let o = {
-        let _guard = tpcc.lock_all(kv, &[tpcc.district_lock_index(w, d)]).await;
-        let district_key = key(&[w, d]);
-        let mut district: District = get_row(kv, table::DISTRICT, &district_key, out).await?;
-        let o = district.next_o_id as u32;
-        district.next_o_id += 1;
-        put_row(kv, table::DISTRICT, &district_key, &district, buffer).await?;
-        let _total_cents = (lines.iter().map(|l| l.price * l.quantity).sum::<i64>() as f64
-            * (1.0 - customer.discount as f64 / 1e4)
-            * (1.0 + (warehouse.tax + district.tax) as f64 / 1e4))
-            as i64;
-        let order = Order {
-            c_id: c as i64,
-            entry_d: now_s(),
-            carrier_id: 0,
-            ol_cnt: ol_cnt as i64,
-            all_local,
-            tail: Vec::new(),
-        };
-        put_row(kv, table::ORDER, &key(&[w, d, o]), &order, buffer).await?;
-        kv.put(table::NEW_ORDER, &key(&[w, d, o]), &[]).await?;
-        for (index, (line, dist_info)) in lines.iter().zip(dist_infos).enumerate() {
-            let order_line = OrderLine {
-                i_id: line.item as i64,
-                supply_w_id: line.supply_w as i64,
-                delivery_d: 0,
-                quantity: line.quantity,
-                amount: line.quantity * line.price,
-                tail: dist_info,
-            };
-            put_row(
-                kv,
-                table::ORDER_LINE,
-                &key(&[w, d, o, index as u32 + 1]),
-                &order_line,
-                buffer,
-            )
-            .await?;
-        }
-        o
+    let mut district: District = get_row(kv, table::DISTRICT, &district_key, out).await?;
+    let o = district.next_o_id as u32;
+    district.next_o_id += 1;
+    put_row(
+        &mut batch,
+        table::DISTRICT,
+        &district_key,
+        &district,
+        buffer,
+    );
+    let _total_cents = (lines.iter().map(|l| l.price * l.quantity).sum::<i64>() as f64
+        * (1.0 - customer.discount as f64 / 1e4)
+        * (1.0 + (warehouse.tax + district.tax) as f64 / 1e4)) as i64;
+    let order = Order {
+        c_id: c as i64,
+        entry_d: now_s(),
+        carrier_id: 0,
+        ol_cnt: ol_cnt as i64,
+        all_local,
+        tail: Vec::new(),
     };
+    put_row(&mut batch, table::ORDER, &key(&[w, d, o]), &order, buffer);
+    batch.put(table::NEW_ORDER, &key(&[w, d, o]), &[]);
+    for (index, (line, dist_info)) in lines.iter().zip(dist_infos).enumerate() {
+        let order_line = OrderLine {
+            i_id: line.item as i64,
+            supply_w_id: line.supply_w as i64,
+            delivery_d: 0,
+            quantity: line.quantity,
+            amount: line.quantity * line.price,
+            tail: dist_info,
+        };
+        put_row(
+            &mut batch,
+            table::ORDER_LINE,
+            &key(&[w, d, o, index as u32 + 1]),
+            &order_line,
+            buffer,
+        );
+    }
     // Last: Order-Status finds the order through this entry, and then all of
     // the order is there.
-    kv.put(table::ORDER_CUSTOMER, &key(&[w, d, c, o]), &[])
-        .await
+    batch.put(table::ORDER_CUSTOMER, &key(&[w, d, c, o]), &[]);
+    kv.commit(&batch).await
 }
 
 /// Finds a customer by last name: the one at position ceil(n/2) in first-name order.
@@ -250,34 +273,50 @@ async fn payment<K: Kv>(
         nurand(rng, 1023, C_ID, 1, tpcc.scale.customers_per_district as u64) as u32
     };
     let customer_key = key(&[c_w, c_d, c]);
-    {
-        let _row = tpcc.lock_row(kv, table::CUSTOMER, &customer_key).await;
-        let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
-        customer.balance -= amount;
-        customer.ytd_payment += amount;
-        customer.payment_cnt += 1;
-        if customer.credit_bad == 1 {
-            // C_DATA starts after 121 bytes of names/address; prepend, keep the length.
-            let note = format!("{c} {c_d} {c_w} {d} {w} {amount}|");
-            let data = customer.tail.get_mut(121..).unwrap_or_default();
-            let keep = data.len().saturating_sub(note.len());
-            data.copy_within(0..keep, data.len() - keep);
-            let note_len = note.len().min(data.len());
-            data[..note_len].copy_from_slice(&note.as_bytes()[..note_len]);
-        }
-        put_row(kv, table::CUSTOMER, &customer_key, &customer, buffer).await?;
+    // The customer (a random row) once unlocked, so its page is in memory.
+    get_row::<_, Customer>(kv, table::CUSTOMER, &customer_key, out).await?;
+    // Condition 1 (W_YTD = sum(D_YTD)): both sums move under both locks.
+    let mut locks = TxnLocks::new(tpcc);
+    locks
+        .take(
+            kv,
+            &[tpcc.district_lock_index(w, d), tpcc.warehouse_lock_index(w)],
+            &[(table::CUSTOMER, &customer_key[..])],
+        )
+        .await;
+    let mut batch = KvBatch::new();
+    let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
+    customer.balance -= amount;
+    customer.ytd_payment += amount;
+    customer.payment_cnt += 1;
+    if customer.credit_bad == 1 {
+        // C_DATA starts after 121 bytes of names/address; prepend, keep the length.
+        let note = format!("{c} {c_d} {c_w} {d} {w} {amount}|");
+        let data = customer.tail.get_mut(121..).unwrap_or_default();
+        let keep = data.len().saturating_sub(note.len());
+        data.copy_within(0..keep, data.len() - keep);
+        let note_len = note.len().min(data.len());
+        data[..note_len].copy_from_slice(&note.as_bytes()[..note_len]);
     }
-    {
-        // Condition 1 (W_YTD = sum(D_YTD)): both sums move under both locks.
-        let locks = [tpcc.district_lock_index(w, d), tpcc.warehouse_lock_index(w)];
-        let _guard = tpcc.lock_all(kv, &locks).await;
-        let mut warehouse: Warehouse = get_row(kv, table::WAREHOUSE, &key(&[w]), out).await?;
-        warehouse.ytd += amount;
-        put_row(kv, table::WAREHOUSE, &key(&[w]), &warehouse, buffer).await?;
-        let mut district: District = get_row(kv, table::DISTRICT, &key(&[w, d]), out).await?;
-        district.ytd += amount;
-        put_row(kv, table::DISTRICT, &key(&[w, d]), &district, buffer).await?;
-    }
+    put_row(
+        &mut batch,
+        table::CUSTOMER,
+        &customer_key,
+        &customer,
+        buffer,
+    );
+    let mut warehouse: Warehouse = get_row(kv, table::WAREHOUSE, &key(&[w]), out).await?;
+    warehouse.ytd += amount;
+    put_row(&mut batch, table::WAREHOUSE, &key(&[w]), &warehouse, buffer);
+    let mut district: District = get_row(kv, table::DISTRICT, &key(&[w, d]), out).await?;
+    district.ytd += amount;
+    put_row(
+        &mut batch,
+        table::DISTRICT,
+        &key(&[w, d]),
+        &district,
+        buffer,
+    );
     let mut history = History {
         c_id: c as i64,
         c_d_id: c_d as i64,
@@ -292,7 +331,8 @@ async fn payment<K: Kv>(
     let mut history_key = key(&[u32::MAX]);
     let sequence = tpcc.next_history_sequence();
     history_key.extend_from_slice(&sequence.to_be_bytes());
-    put_row(kv, table::HISTORY, &history_key, &history, buffer).await
+    put_row(&mut batch, table::HISTORY, &history_key, &history, buffer);
+    kv.commit(&batch).await
 }
 
 async fn order_status<K: Kv>(
@@ -358,46 +398,78 @@ async fn delivery<K: Kv>(
     let w = task.home_warehouse;
     let carrier = rng.range(1, 10) as i64;
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
-        let (c, amount_total) = {
-            let _guard = tpcc.lock_all(kv, &[tpcc.district_lock_index(w, d)]).await;
-            let prefix = key(&[w, d]);
-            let oldest = scan_prefix(kv, table::NEW_ORDER, &prefix, &prefix, false, 1).await?;
-            let Some((new_order_key, _)) = oldest.first() else {
-                continue;
-            };
-            let o = key_part(new_order_key, 2)?;
-            kv.delete(table::NEW_ORDER, new_order_key).await?;
-            let order_key = key(&[w, d, o]);
-            let mut order: Order = get_row(kv, table::ORDER, &order_key, out).await?;
-            order.carrier_id = carrier;
-            put_row(kv, table::ORDER, &order_key, &order, buffer).await?;
-            let lines = scan_prefix(
-                kv,
-                table::ORDER_LINE,
-                &order_key,
-                &order_key,
-                false,
-                ORDER_LINES_MAX,
-            )
-            .await?;
-            let mut amount_total = 0;
-            for (line_key, value) in lines {
-                let mut line = OrderLine::decode(&value)?;
-                line.delivery_d = now_s();
-                amount_total += line.amount;
-                put_row(kv, table::ORDER_LINE, &line_key, &line, buffer).await?;
-            }
-            (order.c_id as u32, amount_total)
-        };
-        // The customer (a random read) after the district lock is released.
-        let customer_key = key(&[w, d, c]);
-        let _row = tpcc.lock_row(kv, table::CUSTOMER, &customer_key).await;
-        let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
-        customer.balance += amount_total;
-        customer.delivery_cnt += 1;
-        put_row(kv, table::CUSTOMER, &customer_key, &customer, buffer).await?;
+        deliver_district(tpcc, kv, w, d, carrier, out, buffer).await?;
     }
     Ok(())
+}
+
+/// Delivers district `d`'s oldest undelivered order, if any, as one
+/// transaction.
+async fn deliver_district<K: Kv>(
+    tpcc: &Tpcc,
+    kv: &K,
+    w: u32,
+    d: u32,
+    carrier: i64,
+    out: &mut Vec<u8>,
+    buffer: &mut Vec<u8>,
+) -> Result<(), KvError> {
+    let prefix = key(&[w, d]);
+    // Unlocked first: the order's customer (a random row) into memory.
+    if let Some((new_order_key, _)) = scan_prefix(kv, table::NEW_ORDER, &prefix, &prefix, false, 1)
+        .await?
+        .first()
+    {
+        let o = key_part(new_order_key, 2)?;
+        if kv.get(table::ORDER, &key(&[w, d, o]), out).await? {
+            let c = Order::decode(out)?.c_id as u32;
+            kv.get(table::CUSTOMER, &key(&[w, d, c]), out).await?;
+        }
+    }
+    let mut locks = TxnLocks::new(tpcc);
+    locks.take(kv, &[tpcc.district_lock_index(w, d)], &[]).await;
+    let oldest = scan_prefix(kv, table::NEW_ORDER, &prefix, &prefix, false, 1).await?;
+    let Some((new_order_key, _)) = oldest.first() else {
+        return Ok(());
+    };
+    let o = key_part(new_order_key, 2)?;
+    let mut batch = KvBatch::new();
+    batch.delete(table::NEW_ORDER, new_order_key);
+    let order_key = key(&[w, d, o]);
+    let mut order: Order = get_row(kv, table::ORDER, &order_key, out).await?;
+    order.carrier_id = carrier;
+    put_row(&mut batch, table::ORDER, &order_key, &order, buffer);
+    let lines = scan_prefix(
+        kv,
+        table::ORDER_LINE,
+        &order_key,
+        &order_key,
+        false,
+        ORDER_LINES_MAX,
+    )
+    .await?;
+    let mut amount_total = 0;
+    for (line_key, value) in lines {
+        let mut line = OrderLine::decode(&value)?;
+        line.delivery_d = now_s();
+        amount_total += line.amount;
+        put_row(&mut batch, table::ORDER_LINE, &line_key, &line, buffer);
+    }
+    let customer_key = key(&[w, d, order.c_id as u32]);
+    locks
+        .take(kv, &[], &[(table::CUSTOMER, &customer_key[..])])
+        .await;
+    let mut customer: Customer = get_row(kv, table::CUSTOMER, &customer_key, out).await?;
+    customer.balance += amount_total;
+    customer.delivery_cnt += 1;
+    put_row(
+        &mut batch,
+        table::CUSTOMER,
+        &customer_key,
+        &customer,
+        buffer,
+    );
+    kv.commit(&batch).await
 }
 
 async fn stock_level<K: Kv>(
