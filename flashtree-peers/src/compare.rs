@@ -238,11 +238,59 @@ impl Summary {
     }
 }
 
+/// The commits of the best run: group commit and write amplification.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommitFigures {
+    pub commits_per_sec: f64,
+    /// Log syncs per second (None: the engine does not count them).
+    pub log_syncs_per_sec: Option<f64>,
+    pub commits_per_sync: Option<f64>,
+    pub commit_lat_us_p50: Option<f64>,
+    pub commit_lat_us_p99: Option<f64>,
+    pub commit_lat_us_p999: Option<f64>,
+    /// Keys and values the commits wrote, bytes.
+    pub user_bytes_written: u64,
+    /// Bytes the process sent to storage (`/proc/self/io` write_bytes).
+    pub process_write_bytes: Option<u64>,
+    /// `process_write_bytes / user_bytes_written`.
+    pub write_amplification: Option<f64>,
+}
+
+impl CommitFigures {
+    fn of(best: &PhaseResult) -> CommitFigures {
+        let stats = &best.stats;
+        let seconds = best.wall_s.max(1e-9);
+        let quantile_us = |q: f64| {
+            (stats.commits > 0)
+                .then(|| stats.commit_latency_ns.value_at_quantile(q) as f64 / 1000.0)
+        };
+        CommitFigures {
+            commits_per_sec: stats.commits as f64 / seconds,
+            log_syncs_per_sec: best.log_syncs.map(|n| n as f64 / seconds),
+            commits_per_sync: best
+                .log_syncs
+                .filter(|&n| n > 0)
+                .map(|n| stats.commits as f64 / n as f64),
+            commit_lat_us_p50: quantile_us(0.5),
+            commit_lat_us_p99: quantile_us(0.99),
+            commit_lat_us_p999: quantile_us(0.999),
+            user_bytes_written: stats.user_bytes_written,
+            process_write_bytes: best.process_write_bytes,
+            write_amplification: best
+                .process_write_bytes
+                .filter(|_| stats.user_bytes_written > 0)
+                .map(|bytes| bytes as f64 / stats.user_bytes_written as f64),
+        }
+    }
+}
+
 /// Everything measured for one engine (the per-run JSON file).
 #[derive(Debug, Clone, Serialize)]
 pub struct EngineRun {
     #[serde(flatten)]
     pub summary: Summary,
+    /// Commits of the best run (the durability figures).
+    pub commits: CommitFigures,
     pub lat_us_p999: Option<f64>,
     pub rate_ops_per_sec: Option<f64>,
     pub seconds: f64,
@@ -655,6 +703,7 @@ fn engine_run(
     };
     EngineRun {
         summary,
+        commits: CommitFigures::of(best),
         lat_us_p999: quantile_us(0.999),
         rate_ops_per_sec: args.rate,
         seconds: args.seconds,

@@ -10,7 +10,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::engine::{Concurrency, Engine};
 use crate::job::{Job, Phase, RunControl, TaskStats};
-use crate::sys::{device_io_counts, perf_report, process_cpu_user_sys_s, PerfRecording, Profile};
+use crate::sys::{
+    device_io_counts, perf_report, process_cpu_user_sys_s, process_write_bytes, PerfRecording,
+    Profile,
+};
 use crate::workload::Workload;
 
 /// Progress bar refresh period.
@@ -34,6 +37,12 @@ pub struct PhaseResult {
     pub device_reads: Option<u64>,
     /// Device writes completed during the phase.
     pub device_writes: Option<u64>,
+    /// Bytes the process sent to storage during the phase
+    /// ([`process_write_bytes`]; None: not measurable).
+    pub process_write_bytes: Option<u64>,
+    /// Log syncs during the phase, from the engine's counters (None: the
+    /// engine does not count them).
+    pub log_syncs: Option<u64>,
     /// OS threads (thread engines) used.
     pub threads: usize,
     /// Task-based engines: tasks per worker of a Run phase (None: the
@@ -114,6 +123,8 @@ pub fn run_phase(
         control: &control,
     };
     let io_before = device_io_counts(spec.dir);
+    let written_before = process_write_bytes();
+    let syncs_before = engine.counters().log_syncs;
     let (user_before_s, sys_before_s) = process_cpu_user_sys_s();
     let started = Instant::now();
     let finished = AtomicBool::new(false);
@@ -129,6 +140,14 @@ pub fn run_phase(
     let (user_after_s, sys_after_s) = process_cpu_user_sys_s();
     let (cpu_user_s, cpu_sys_s) = (user_after_s - user_before_s, sys_after_s - sys_before_s);
     let io_after = device_io_counts(spec.dir);
+    let written = process_write_bytes()
+        .zip(written_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    let log_syncs = engine
+        .counters()
+        .log_syncs
+        .zip(syncs_before)
+        .map(|(after, before)| after.saturating_sub(before));
     // Stopped before looking at the job's result: a failed job must not leave perf running.
     let stopped = recording.map(|(path, started)| (path, started.and_then(PerfRecording::stop)));
     let all = all?;
@@ -152,6 +171,8 @@ pub fn run_phase(
         cpu_sys_s,
         device_reads,
         device_writes,
+        process_write_bytes: written,
+        log_syncs,
         threads,
         tasks_per_worker,
         profile,

@@ -79,6 +79,21 @@ fn thread_stats_record(kind: OpKind, latency_ns: u64, second: u64, page_reads: O
     });
 }
 
+/// Records one commit (its latency, and the user bytes it wrote) into this
+/// thread's stats; nothing outside a timed run (loads and checks have no
+/// thread stats).
+pub(crate) fn thread_stats_record_commit(latency: Duration, user_bytes: u64) {
+    THREAD_STATS.with(|cell| {
+        if let Some(shared) = cell.borrow_mut().as_mut() {
+            let stats = &mut shared.stats;
+            stats.commits += 1;
+            stats.user_bytes_written += user_bytes;
+            let latency_ns = (latency.as_nanos() as u64).clamp(1, LATENCY_NS_MAX);
+            let _ = stats.commit_latency_ns.record(latency_ns);
+        }
+    });
+}
+
 /// A task leaves: the last one out takes the thread's stats, the others get
 /// empty stats (the engine merges them all).
 fn thread_stats_leave() -> TaskStats {
@@ -177,6 +192,13 @@ pub struct TaskStats {
     pub latency_ns: Histogram<u64>,
     /// Operations completed in each second of the run.
     pub ops_per_second: Vec<u64>,
+    /// Commits in a timed run: single puts and deletes, and batch commits
+    /// (counted by [`crate::commits::CountCommits`]).
+    pub commits: u64,
+    /// Latency of each commit call in ns (from the call, not the arrival).
+    pub commit_latency_ns: Histogram<u64>,
+    /// Bytes of keys and values the commits wrote.
+    pub user_bytes_written: u64,
 }
 
 impl TaskStats {
@@ -189,6 +211,14 @@ impl TaskStats {
             latency_ns: Histogram::new_with_bounds(1, LATENCY_NS_MAX, LATENCY_SIGNIFICANT_DIGITS)
                 .expect("static histogram bounds are valid"),
             ops_per_second: Vec::new(),
+            commits: 0,
+            commit_latency_ns: Histogram::new_with_bounds(
+                1,
+                LATENCY_NS_MAX,
+                LATENCY_SIGNIFICANT_DIGITS,
+            )
+            .expect("static histogram bounds are valid"),
+            user_bytes_written: 0,
         }
     }
     /// Adds `other` into `self`.
@@ -206,6 +236,9 @@ impl TaskStats {
         }
         // Both histograms have the same bounds, so `add` cannot fail.
         let _ = self.latency_ns.add(&other.latency_ns);
+        let _ = self.commit_latency_ns.add(&other.commit_latency_ns);
+        self.commits += other.commits;
+        self.user_bytes_written += other.user_bytes_written;
         if self.ops_per_second.len() < other.ops_per_second.len() {
             self.ops_per_second.resize(other.ops_per_second.len(), 0);
         }
@@ -305,6 +338,7 @@ impl Job<'_> {
         let mut state = self.workload.task_state(task_index, task_count, seed);
         let job_id = std::ptr::from_ref(control) as usize;
         let member = ThreadStatsMember::enter(job_id);
+        let kv = &crate::commits::CountCommits::new(kv);
         let result = self.run_ops(kv, &mut rng, &mut state, task_count).await;
         let stats = member.finish();
         result.map(|()| stats)

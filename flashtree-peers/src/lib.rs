@@ -55,6 +55,7 @@
 
 pub mod adapters;
 pub mod cgroup;
+pub mod commits;
 pub mod compare;
 pub mod driver;
 pub mod engine;

@@ -95,6 +95,7 @@ pub fn write_report(
             s.load_records_per_sec,
         );
     }
+    write_commits_table(&mut text, runs);
     let workload = args.workload.to_ascii_lowercase();
     let shape = crate::targets::RunShape {
         workload: &workload,
@@ -305,4 +306,39 @@ fn write_profile_table(
         "\n(top {} symbols; all of them: perf report -i <file> --stdio --no-children --sort dso,sym)",
         profile.top.len()
     );
+}
+
+/// The commits of each engine's best run: commits/s, log syncs and commits
+/// per sync (group commit), commit latency, and bytes the process wrote per
+/// byte of keys and values committed. Written when some run committed.
+fn write_commits_table(text: &mut String, runs: &[EngineRun]) {
+    if runs.iter().all(|run| run.commits.commits_per_sec == 0.0) {
+        return;
+    }
+    let _ = writeln!(
+        text,
+        "\n## Commits\n\nA commit is a single put or delete, or a batch (a TPC-C transaction). Log syncs come from the engine's own counters (flashtree: durable log writes; RocksDB: the `rocksdb.wal.synced` ticker; – where an engine has none). Write amplification is the bytes the process sent to storage (`write_bytes` of `/proc/self/io`, counted when a direct write is submitted or a page-cache page is dirtied) per byte of keys and values committed.\n"
+    );
+    let _ = writeln!(
+        text,
+        "| engine | commits/s | log syncs/s | commits per sync | commit p50 µs | p99 µs | p99.9 µs | user MB written | process MB written | write amplification |"
+    );
+    let _ = writeln!(text, "|---|---|---|---|---|---|---|---|---|---|");
+    for run in runs {
+        let c = &run.commits;
+        let _ = writeln!(
+            text,
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {} | {} |",
+            run.summary.engine,
+            c.commits_per_sec,
+            optional(c.log_syncs_per_sec, 0),
+            optional(c.commits_per_sync, 1),
+            optional(c.commit_lat_us_p50, 1),
+            optional(c.commit_lat_us_p99, 1),
+            optional(c.commit_lat_us_p999, 1),
+            c.user_bytes_written as f64 / 1e6,
+            optional(c.process_write_bytes.map(|b| b as f64 / 1e6), 1),
+            optional(c.write_amplification, 2),
+        );
+    }
 }

@@ -84,6 +84,17 @@ pub fn pin_process_to(cores: &[usize]) -> Result<(), String> {
     Ok(())
 }
 
+/// Bytes this process (all its threads, also ended ones) has caused to be
+/// sent to storage: `write_bytes` of `/proc/self/io` (direct writes when
+/// submitted, page-cache writes when dirtied). None where the kernel has
+/// no task I/O accounting.
+pub fn process_write_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/io").ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("write_bytes:"))
+        .and_then(|value| value.trim().parse().ok())
+}
+
 /// Completed (reads, writes) of the block device holding `path`, if the
 /// kernel exposes it (not for overlay or tmpfs).
 pub fn device_io_counts(path: &Path) -> Option<(u64, u64)> {

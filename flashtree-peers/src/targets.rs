@@ -245,6 +245,17 @@ mod tests {
                 write_iops: Some(0.0),
                 ..Summary::for_tests(engine, ops_per_sec, cpu_us_per_op)
             },
+            commits: crate::compare::CommitFigures {
+                commits_per_sec: 0.0,
+                log_syncs_per_sec: None,
+                commits_per_sync: None,
+                commit_lat_us_p50: None,
+                commit_lat_us_p99: None,
+                commit_lat_us_p999: None,
+                user_bytes_written: 0,
+                process_write_bytes: None,
+                write_amplification: None,
+            },
             lat_us_p999: None,
             rate_ops_per_sec: None,
             seconds: 1.0,
