@@ -431,6 +431,13 @@ impl Kv for FlashtreeKv {
         flashtree::sched::yield_busy().await;
     }
 
+    /// Open-loop pacing: the task sleeps on its worker's timer (the worker
+    /// sleeps, or waits for I/O, until the first deadline), so the CPU an
+    /// open loop uses is the engine's, not a spinning generator's.
+    async fn idle_until(&self, deadline: std::time::Instant) {
+        flashtree::sched::sleep_until(deadline).await;
+    }
+
     async fn get_many(
         &self,
         table: u32,
@@ -645,6 +652,45 @@ mod tests {
             })
             .unwrap();
         assert!(outcomes.into_iter().all(|ok| ok));
+        Box::new(engine).close().unwrap();
+    }
+
+    /// Open-loop pacing parks the task on its worker's timer: waiting
+    /// 100 ms takes a poll to arm the timer and one when it fires, not one
+    /// poll per turn of the worker loop (the trait's default, which yields,
+    /// would be polled thousands of times and keep the worker busy).
+    #[test]
+    fn idle_until_parks_the_task_until_the_deadline() {
+        /// Counts the polls of the future it wraps.
+        struct CountPolls<'a, Fut> {
+            inner: Pin<Box<Fut>>,
+            polls: &'a mut u32,
+        }
+        impl<Fut: Future> Future for CountPolls<'_, Fut> {
+            type Output = Fut::Output;
+            fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Fut::Output> {
+                *self.polls += 1;
+                self.inner.as_mut().poll(cx)
+            }
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let engine = open(dir.path(), TINY_POOL_PAGES, 1, 1);
+        let outcomes = engine
+            .run_tasks(engine.tasks_per_worker, |kv, _, _| async move {
+                let deadline = std::time::Instant::now() + Duration::from_millis(100);
+                let mut polls = 0;
+                CountPolls {
+                    inner: Box::pin(kv.idle_until(deadline)),
+                    polls: &mut polls,
+                }
+                .await;
+                (polls, std::time::Instant::now() >= deadline)
+            })
+            .unwrap();
+        for (polls, woke_after_deadline) in outcomes {
+            assert!(woke_after_deadline, "idle_until returned early");
+            assert!(polls <= 3, "idle_until was polled {polls} times");
+        }
         Box::new(engine).close().unwrap();
     }
 

@@ -182,7 +182,10 @@ pub trait Kv {
         yield_now().await;
     }
     /// Waits until `deadline` (open-loop pacing). The default yields in a
-    /// loop, which suits cooperative executors; thread-based handles sleep.
+    /// loop: it works on any executor but keeps a core busy, so the CPU an
+    /// open loop reports would be the generator's. Thread-based handles
+    /// sleep the thread ([`crate::engine::sleep_until`]); an executor with a
+    /// timer parks the task on it (flashtree: `sched::sleep_until`).
     async fn idle_until(&self, deadline: Instant) {
         while Instant::now() < deadline {
             yield_now().await;

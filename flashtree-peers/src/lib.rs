@@ -15,7 +15,8 @@
 //!    compare as bytes (memcmp); tables `0..EngineConfig::table_count` must
 //!    exist after open. `scan` visits keys `>= start` ascending, `scan_rev`
 //!    keys `<= start` descending, until the callback returns false.
-//!    Override `idle_until` if your executor has a timer (the default yields),
+//!    Override `idle_until` if your executor has a timer (the default yields
+//!    in a loop, which spins a core between an open loop's arrivals),
 //!    and `wait_busy` if it can tell a task waiting for a lock from one
 //!    taking turns (flashtree's `sched::yield_busy`: a worker whose ready
 //!    tasks all wait that way blocks for I/O instead of polling them).
