@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(build-essential pkg-config clang libclang-dev
-          librocksdb-dev libwiredtiger-dev liblmdb-dev
+          librocksdb-dev rocksdb-tools libwiredtiger-dev liblmdb-dev
           libfontconfig1-dev fonts-dejavu-core fio linux-perf
           python3 python3-venv python3-dev)
 missing=()

@@ -84,9 +84,16 @@ pub struct CompareArgs {
     /// Where results/<timestamp>/ goes.
     #[arg(long, default_value = "results")]
     pub results: PathBuf,
-    /// Keep each engine's data directory after its run.
+    /// Keep each engine's data directory after its run (and mark what it
+    /// holds in DIR/<engine>.loaded, for --reuse-data).
     #[arg(long)]
     pub keep_data: bool,
+    /// Skip the load of an engine whose DIR/<engine> a --keep-data run left
+    /// loaded with the same workload and record count (DIR/<engine>.loaded
+    /// says so; the report gives that load's rate); load as usual otherwise.
+    /// For repeated runs on one dataset, e.g. interleaved with another tool.
+    #[arg(long)]
+    pub reuse_data: bool,
     /// Print one JSON summary per engine per line.
     #[arg(long)]
     pub json: bool,
@@ -519,7 +526,17 @@ fn run_engine(
     out_dir: &Path,
 ) -> Result<EngineRun, String> {
     let dir = args.dir.join(name);
-    if dir.exists() {
+    let marker = args.dir.join(format!("{name}.loaded"));
+    let loaded_key = format!("{} records={}", workload.name(), workload.records_count());
+    let reused_load_rate = args
+        .reuse_data
+        .then(|| std::fs::read_to_string(&marker).ok())
+        .flatten()
+        .and_then(|text| loaded_rate(&text, &loaded_key))
+        .filter(|_| dir.exists());
+    // A marker outlives its data only until the data is touched again.
+    let _ = std::fs::remove_file(&marker);
+    if reused_load_rate.is_none() && dir.exists() {
         std::fs::remove_dir_all(&dir)
             .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
     }
@@ -543,6 +560,7 @@ fn run_engine(
             thread_counts,
             memory_limit,
             out_dir,
+            reused_load_rate,
         );
         let closed = engine.close();
         let run = measured?;
@@ -553,8 +571,25 @@ fn run_engine(
     }
     if !args.keep_data {
         let _ = std::fs::remove_dir_all(&dir);
+    } else if let Ok(run) = &result {
+        let text = format!(
+            "{loaded_key} load_records_per_sec={}\n",
+            run.summary.load_records_per_sec
+        );
+        std::fs::write(&marker, text)
+            .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
     }
     result
+}
+
+/// The load rate a `DIR/<engine>.loaded` marker gives, if it marks a load
+/// of `loaded_key` (workload name and record count).
+fn loaded_rate(marker_text: &str, loaded_key: &str) -> Option<f64> {
+    let rest = marker_text.trim().strip_prefix(loaded_key)?;
+    rest.trim()
+        .strip_prefix("load_records_per_sec=")?
+        .parse::<f64>()
+        .ok()
 }
 
 /// The report's memory line of engine `name`: its cache and, for engines
@@ -574,6 +609,7 @@ fn describe_memory_limit(
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn measure_engine(
     engine: &dyn Engine,
     workload: &Workload,
@@ -582,6 +618,7 @@ fn measure_engine(
     thread_counts: &[usize],
     memory_limit: String,
     out_dir: &Path,
+    reused_load_rate: Option<f64>,
 ) -> Result<EngineRun, String> {
     let load_threads = config.cores.len().clamp(1, 8);
     let spec = PhaseSpec {
@@ -594,7 +631,10 @@ fn measure_engine(
         progress: true,
         profile_dir: None,
     };
-    let load = run_phase(engine, workload, &spec)?;
+    let load_rate = match reused_load_rate {
+        Some(rate) => rate,
+        None => run_phase(engine, workload, &spec)?.ops_per_sec(),
+    };
     let run_spec = PhaseSpec {
         phase: Phase::Run,
         profile_dir: args.profile.then(|| out_dir.to_path_buf()),
@@ -641,7 +681,7 @@ fn measure_engine(
         workload,
         args,
         config,
-        &load,
+        load_rate,
         best,
         &sweep,
         memory_limit,
@@ -655,7 +695,7 @@ fn engine_run(
     workload: &Workload,
     args: &CompareArgs,
     config: &EngineConfig,
-    load: &PhaseResult,
+    load_records_per_sec: f64,
     best: &PhaseResult,
     sweep: &[PhaseResult],
     memory_limit: String,
@@ -699,7 +739,7 @@ fn engine_run(
         cpu_us_per_op_sys: per_op_us(best.cpu_sys_s),
         lat_us_p50: quantile_us(0.5),
         lat_us_p99: quantile_us(0.99),
-        load_records_per_sec: load.ops_per_sec(),
+        load_records_per_sec,
     };
     EngineRun {
         summary,

@@ -114,6 +114,8 @@ pub struct RocksHandle {
     db: Arc<DB>,
     table_count: u32,
     write_options: WriteOptions,
+    /// Made once per handle: `DB::get_pinned` makes and frees one per call.
+    read_options: ReadOptions,
     key_buffer: RefCell<Vec<u8>>,
 }
 
@@ -130,6 +132,7 @@ impl HandleSource for RocksEngine {
             db: Arc::clone(&self.db),
             table_count: self.table_count,
             write_options,
+            read_options: ReadOptions::default(),
             key_buffer: RefCell::new(Vec::with_capacity(64)),
         })
     }
@@ -175,7 +178,11 @@ impl Kv for RocksHandle {
         let mut full_key = self.key_buffer.borrow_mut();
         prefixed_key(&mut full_key, table, key);
         out.clear();
-        match self.db.get_pinned(&full_key[..]).map_err(engine_error)? {
+        match self
+            .db
+            .get_pinned_opt(&full_key[..], &self.read_options)
+            .map_err(engine_error)?
+        {
             Some(value) => {
                 out.extend_from_slice(&value);
                 Ok(true)
@@ -198,7 +205,7 @@ impl Kv for RocksHandle {
         // The LSM delete is blind; the answer costs one read (bloom-filtered).
         let existed = self
             .db
-            .get_pinned(&full_key[..])
+            .get_pinned_opt(&full_key[..], &self.read_options)
             .map_err(engine_error)?
             .is_some();
         if existed {
