@@ -538,6 +538,47 @@ pub struct RecoverArgs {
     /// Print one JSON object instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The same crash on each of these engines instead (e.g.
+    /// flashtree,rocksdb,wiredtiger,lmdb; also redb, fjall): synced single
+    /// puts from --threads threads for --seconds, SIGKILL, reopen (timed
+    /// until the first read), every acknowledged put checked. --path is
+    /// the parent directory, --pool each engine's memory, --keys the keys
+    /// written. Fails if an engine lost an acknowledged commit.
+    #[arg(long)]
+    pub engines: Option<String>,
+    /// With --engines: seconds of writing before the kill.
+    #[arg(long, default_value_t = 5.0)]
+    pub seconds: f64,
+    /// With --engines: writing threads.
+    #[arg(long, default_value_t = 8)]
+    pub threads: usize,
+}
+
+fn kill_spec(args: &RecoverArgs, engines: &str) -> Result<crate::kill::KillSpec, String> {
+    let engines: Vec<String> = engines
+        .split(',')
+        .map(|e| e.trim().to_string())
+        .filter(|e| !e.is_empty())
+        .collect();
+    for engine in &engines {
+        let known = engine == "flashtree"
+            || flashtree_peers::adapters::PEER_NAMES.contains(&engine.as_str());
+        if !known {
+            return Err(usage_error(format!(
+                "unknown engine {engine:?}: flashtree, {}",
+                flashtree_peers::adapters::PEER_NAMES.join(", ")
+            )));
+        }
+    }
+    Ok(crate::kill::KillSpec {
+        engines,
+        dir: args.path.clone(),
+        memory_bytes: parse_size_bytes(&args.pool).map_err(usage_error)?,
+        threads: args.threads,
+        keys: args.keys,
+        seconds: args.seconds,
+        json: args.json,
+    })
 }
 
 /// The environment variable that makes `bench recover` the writing child.
@@ -629,6 +670,13 @@ fn device_seq_read_mb_s(path: &Path, bytes: u64) -> Result<f64, String> {
 
 /// `flashtree bench recover`.
 pub fn run_recover(args: RecoverArgs) -> Result<(), String> {
+    if let Some(engines) = &args.engines {
+        let spec = kill_spec(&args, engines)?;
+        return match crate::kill::child_engine() {
+            Some(engine) => crate::kill::run_child(&spec, &engine),
+            None => crate::kill::run(&spec),
+        };
+    }
     let log_bytes = parse_size_bytes(&args.log_bytes).map_err(usage_error)?;
     if args.batch == 0 || args.keys == 0 {
         return Err(usage_error("--batch and --keys must be > 0"));

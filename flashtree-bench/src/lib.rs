@@ -6,6 +6,7 @@ pub mod compare;
 pub mod durable;
 mod fio;
 pub mod iobench;
+pub mod kill;
 pub mod lookup;
 pub mod plot;
 pub mod util;
