@@ -100,7 +100,7 @@ impl PutGet for FlashtreeHandle<'_> {
 
 /// An engine opened by name, with a way to get a handle on any thread.
 enum Opened {
-    Flashtree(FlashtreeEngine),
+    Flashtree(Box<FlashtreeEngine>),
     Rocks(RocksEngine),
     Wt(WtEngine),
     Lmdb(LmdbEngine),
@@ -113,13 +113,13 @@ impl Opened {
         std::fs::create_dir_all(&config.dir)
             .map_err(|e| format!("cannot create {}: {e}", config.dir.display()))?;
         Ok(match name {
-            "flashtree" => Opened::Flashtree(FlashtreeEngine::open(
+            "flashtree" => Opened::Flashtree(Box::new(FlashtreeEngine::open(
                 config,
                 &FlashtreeSettings {
                     workers: Some(1),
                     ..FlashtreeSettings::default()
                 },
-            )?),
+            )?)),
             "rocksdb" => Opened::Rocks(RocksEngine::open(config)?),
             "wiredtiger" => Opened::Wt(WtEngine::open(config)?),
             "lmdb" => Opened::Lmdb(LmdbEngine::open(config)?),
@@ -153,7 +153,7 @@ impl Opened {
 
     fn close(self) -> Result<(), String> {
         let engine: Box<dyn Engine> = match self {
-            Opened::Flashtree(e) => Box::new(e),
+            Opened::Flashtree(e) => e,
             Opened::Rocks(e) => Box::new(e),
             Opened::Wt(e) => Box::new(e),
             Opened::Lmdb(e) => Box::new(e),
