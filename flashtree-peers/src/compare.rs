@@ -66,6 +66,12 @@ pub struct CompareArgs {
     /// against a power cut). The report gives each engine's setting.
     #[arg(long, value_enum, default_value_t = DurabilityMode::None)]
     pub durability: DurabilityMode,
+    /// Rounds: the engines run in turn, this many times over (each load
+    /// once, kept between rounds); the report gives min, median and max
+    /// of each engine's ops/s and of flashtree's ratio to each, and its
+    /// tables show each engine's median round.
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// TPC-C warehouses (default: from memory × data-factor).
     #[arg(long)]
     pub warehouses: Option<u32>,
@@ -396,19 +402,42 @@ fn run_combination(
     out_dir: &Path,
 ) -> Result<(Vec<EngineRun>, Option<f64>), String> {
     let memory_bytes = parse_bytes(&args.memory)?;
+    if args.rounds == 0 || args.rounds > ROUNDS_MAX {
+        return Err(format!("--rounds must be in 1..={ROUNDS_MAX}"));
+    }
+    // rounds[e][r]: engine e's run in round r.
+    let mut rounds: Vec<Vec<EngineRun>> = engines.iter().map(|_| Vec::new()).collect();
+    for round in 0..args.rounds {
+        let last = round + 1 == args.rounds;
+        let round_args = CompareArgs {
+            keep_data: args.keep_data || !last,
+            reuse_data: args.reuse_data || round > 0,
+            ..args.clone()
+        };
+        if args.rounds > 1 {
+            eprintln!("== round {} of {} ==", round + 1, args.rounds);
+        }
+        for (index, name) in engines.iter().enumerate() {
+            let workload = build_workload(args, memory_bytes)?;
+            let run = run_engine(
+                name,
+                &workload,
+                &round_args,
+                hooks,
+                memory_bytes,
+                cores,
+                thread_counts,
+                out_dir,
+            )?;
+            rounds[index].push(run);
+        }
+    }
+    let spread = RoundSpread::of(engines, &rounds);
     let mut runs = Vec::new();
-    for name in engines {
-        let workload = build_workload(args, memory_bytes)?;
-        let run = run_engine(
-            name,
-            &workload,
-            args,
-            hooks,
-            memory_bytes,
-            cores,
-            thread_counts,
-            out_dir,
-        )?;
+    for (name, mut engine_rounds) in engines.iter().zip(rounds) {
+        // The median round (by ops/s) stands for the engine.
+        engine_rounds.sort_by(|a, b| a.summary.ops_per_sec.total_cmp(&b.summary.ops_per_sec));
+        let run = engine_rounds.swap_remove(engine_rounds.len() / 2);
         write_json(&out_dir.join(format!("{name}.json")), &run)?;
         if run.profile.is_some() {
             crate::report::write_profile_text(out_dir, &run)?;
@@ -421,13 +450,93 @@ fn run_combination(
         }
         runs.push(run);
     }
+    if args.rounds > 1 {
+        write_json(&out_dir.join("rounds.json"), &spread)?;
+        if args.json {
+            println!(
+                "{}",
+                serde_json::to_string(&spread).map_err(|e| e.to_string())?
+            );
+        }
+    }
     let device_iops = match &hooks.device_limit {
         Some(measure) => Some(measure(&args.dir)?),
         None => None,
     };
     crate::report::write_report(out_dir, args, &runs, device_iops)?;
+    if args.rounds > 1 {
+        crate::report::append_rounds(out_dir, &spread)?;
+    }
     crate::plots::write_plots(out_dir, &runs)?;
     Ok((runs, device_iops))
+}
+
+/// Most `--rounds`.
+pub const ROUNDS_MAX: usize = 100;
+
+/// Min, median and max of a list (None: empty).
+fn min_median_max(mut values: Vec<f64>) -> Option<(f64, f64, f64)> {
+    if values.is_empty() {
+        return None;
+    }
+    values.sort_by(f64::total_cmp);
+    Some((
+        values[0],
+        values[values.len() / 2],
+        values[values.len() - 1],
+    ))
+}
+
+/// What `--rounds` measured: each engine's ops/s per round, and per round
+/// flashtree's ops/s divided by each peer's in that round.
+#[derive(Debug, Clone, Serialize)]
+pub struct RoundSpread {
+    pub rounds: usize,
+    /// Per engine: its ops/s in each round, and their spread.
+    pub ops_per_sec: Vec<RoundValues>,
+    /// Per peer: flashtree's ops/s ÷ the peer's in each round, and their spread.
+    pub flashtree_ratio: Vec<RoundValues>,
+}
+
+/// (engine, a value per round, (min, median, max) of them).
+pub type RoundValues = (String, Vec<f64>, (f64, f64, f64));
+
+impl RoundSpread {
+    fn of(engines: &[String], rounds: &[Vec<EngineRun>]) -> RoundSpread {
+        let ops: Vec<Vec<f64>> = rounds
+            .iter()
+            .map(|runs| runs.iter().map(|r| r.summary.ops_per_sec).collect())
+            .collect();
+        let ops_per_sec = engines
+            .iter()
+            .zip(&ops)
+            .filter_map(|(name, values)| {
+                min_median_max(values.clone()).map(|spread| (name.clone(), values.clone(), spread))
+            })
+            .collect();
+        let flashtree = engines.iter().position(|e| e == "flashtree");
+        let flashtree_ratio = match flashtree {
+            None => Vec::new(),
+            Some(f) => engines
+                .iter()
+                .zip(&ops)
+                .filter(|(name, _)| *name != "flashtree")
+                .filter_map(|(name, peer)| {
+                    let ratios: Vec<f64> = ops[f]
+                        .iter()
+                        .zip(peer)
+                        .map(|(ft, p)| ft / p.max(1e-9))
+                        .collect();
+                    min_median_max(ratios.clone()).map(|spread| (name.clone(), ratios, spread))
+                })
+                .collect(),
+        };
+        RoundSpread {
+            rounds: rounds.first().map_or(0, Vec::len),
+            ops_per_sec,
+            flashtree_ratio,
+        }
+    }
 }
 
 fn parse_thread_counts(text: &str) -> Result<Vec<usize>, String> {
@@ -833,7 +942,7 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
     (year, month, day)
 }
 
-fn write_json(path: &Path, run: &EngineRun) -> Result<(), String> {
+fn write_json(path: &Path, run: &impl Serialize) -> Result<(), String> {
     let text = serde_json::to_string_pretty(run).map_err(|e| e.to_string())?;
     std::fs::write(path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }
@@ -841,6 +950,33 @@ fn write_json(path: &Path, run: &EngineRun) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounds_give_min_median_max_of_ops_and_of_flashtree_ratios() {
+        let run = |engine: &str, ops: f64| crate::targets::tests::run(engine, ops, 1.0, 0.0);
+        let engines = vec!["flashtree".to_string(), "rocksdb".to_string()];
+        let rounds = vec![
+            vec![
+                run("flashtree", 300.0),
+                run("flashtree", 100.0),
+                run("flashtree", 200.0),
+            ],
+            vec![
+                run("rocksdb", 100.0),
+                run("rocksdb", 50.0),
+                run("rocksdb", 100.0),
+            ],
+        ];
+        let spread = RoundSpread::of(&engines, &rounds);
+        assert_eq!(spread.rounds, 3);
+        assert_eq!(spread.ops_per_sec[0].2, (100.0, 200.0, 300.0));
+        assert_eq!(spread.ops_per_sec[1].2, (50.0, 100.0, 100.0));
+        // Per round: 3.0, 2.0, 2.0.
+        assert_eq!(spread.flashtree_ratio.len(), 1);
+        assert_eq!(spread.flashtree_ratio[0].1, vec![3.0, 2.0, 2.0]);
+        assert_eq!(spread.flashtree_ratio[0].2, (2.0, 2.0, 3.0));
+        assert_eq!(min_median_max(Vec::new()), None);
+    }
 
     #[test]
     fn civil_dates() {

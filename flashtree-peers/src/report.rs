@@ -342,3 +342,39 @@ fn write_commits_table(text: &mut String, runs: &[EngineRun]) {
         );
     }
 }
+
+/// Appends the rounds section to `report.md`: each engine's ops/s and
+/// flashtree's ratio to each peer, min / median / max over the rounds.
+pub fn append_rounds(out_dir: &Path, spread: &crate::compare::RoundSpread) -> Result<(), String> {
+    let path = out_dir.join("report.md");
+    let mut text = std::fs::read_to_string(&path)
+        .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+    let _ = writeln!(
+        text,
+        "\n## Rounds\n\n{} rounds, the engines in turn each round (data loaded once, kept between rounds); the tables above show each engine's median round.\n",
+        spread.rounds
+    );
+    let _ = writeln!(text, "| engine | ops/s min | median | max | each round |");
+    let _ = writeln!(text, "|---|---|---|---|---|");
+    for (engine, values, (min, median, max)) in &spread.ops_per_sec {
+        let each: Vec<String> = values.iter().map(|v| format!("{v:.0}")).collect();
+        let _ = writeln!(
+            text,
+            "| {engine} | {min:.0} | {median:.0} | {max:.0} | {} |",
+            each.join(", ")
+        );
+    }
+    if !spread.flashtree_ratio.is_empty() {
+        let _ = writeln!(text, "\n| flashtree ÷ | min | median | max | each round |");
+        let _ = writeln!(text, "|---|---|---|---|---|");
+        for (peer, values, (min, median, max)) in &spread.flashtree_ratio {
+            let each: Vec<String> = values.iter().map(|v| format!("{v:.2}")).collect();
+            let _ = writeln!(
+                text,
+                "| {peer} | {min:.2} | {median:.2} | {max:.2} | {} |",
+                each.join(", ")
+            );
+        }
+    }
+    std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}

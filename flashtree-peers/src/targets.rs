@@ -234,11 +234,17 @@ fn bounds_note(shape: &RunShape<'_>, flashtree: &EngineRun) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::compare::Summary;
 
-    fn run(engine: &str, ops_per_sec: f64, cpu_us_per_op: f64, read_iops: f64) -> EngineRun {
+    /// A run with only these figures set.
+    pub(crate) fn run(
+        engine: &str,
+        ops_per_sec: f64,
+        cpu_us_per_op: f64,
+        read_iops: f64,
+    ) -> EngineRun {
         EngineRun {
             summary: Summary {
                 read_iops: Some(read_iops),
