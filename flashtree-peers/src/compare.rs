@@ -983,4 +983,16 @@ mod tests {
         assert_eq!(civil_from_days(0), (1970, 1, 1));
         assert_eq!(civil_from_days(19_723), (2024, 1, 1));
     }
+
+    #[test]
+    fn load_marker_matches_only_its_load() {
+        let marker = "lookup records=2000 load_records_per_sec=1234.5\n";
+        assert_eq!(loaded_rate(marker, "lookup records=2000"), Some(1234.5));
+        assert_eq!(loaded_rate(marker, "lookup records=200"), None);
+        assert_eq!(loaded_rate(marker, "ycsb-a records=2000"), None);
+        assert_eq!(
+            loaded_rate("lookup records=2000", "lookup records=2000"),
+            None
+        );
+    }
 }

@@ -122,6 +122,10 @@ pub struct RocksHandle {
 impl HandleSource for RocksEngine {
     type Handle = RocksHandle;
     fn open_handle(&self) -> Result<RocksHandle, String> {
+        // RocksDB counts every Get into a thread-local PerfContext unless
+        // told not to (its default level is "count"); nothing here reads
+        // it, and db_bench turns it off (`--perf_level=1`) too.
+        rocksdb::perf::set_perf_stats(rocksdb::perf::PerfStatsLevel::Disable);
         let mut write_options = WriteOptions::default();
         match self.durability {
             DurabilityMode::None => write_options.disable_wal(true),
