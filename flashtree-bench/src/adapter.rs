@@ -23,7 +23,9 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use flashtree::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
-use flashtree::db::{Db, Durability, Options, ScanDirection, TaskCtx, Tree, WriteBatch};
+use flashtree::db::{
+    Db, Durability, Options, ScanDirection, TaskCtx, Tree, WriteBatch, WriteOptions,
+};
 use flashtree::io::{BackendKind, IoConfig, PAGE_SIZE};
 use flashtree_peers::kv::check_table;
 use flashtree_peers::{
@@ -347,6 +349,26 @@ impl FlashtreeKv {
         &self.ctx
     }
 
+    /// The engine's batch of a workload batch.
+    fn write_batch(&self, batch: &KvBatch) -> Result<WriteBatch, KvError> {
+        let mut write_batch = WriteBatch::new();
+        for (table, key, value) in batch.iter() {
+            let tree = self.tree(table)?;
+            match value {
+                Some(value) => {
+                    check_entry(key, value)?;
+                    write_batch.put(tree, key, value)
+                }
+                None => {
+                    check_key(key)?;
+                    write_batch.delete(tree, key)
+                }
+            }
+            .map_err(engine_error)?;
+        }
+        Ok(write_batch)
+    }
+
     fn tree(&self, table: u32) -> Result<Tree, KvError> {
         check_table(table, self.trees.len() as u32)?;
         Ok(self.trees[table as usize])
@@ -405,22 +427,31 @@ impl Kv for FlashtreeKv {
     }
 
     async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
-        let mut write_batch = WriteBatch::new();
-        for (table, key, value) in batch.iter() {
-            let tree = self.tree(table)?;
-            match value {
-                Some(value) => {
-                    check_entry(key, value)?;
-                    write_batch.put(tree, key, value)
-                }
-                None => {
-                    check_key(key)?;
-                    write_batch.delete(tree, key)
-                }
-            }
-            .map_err(engine_error)?;
-        }
+        let write_batch = self.write_batch(batch)?;
         self.ctx.write(&write_batch).await.map_err(engine_error)
+    }
+
+    /// Applies the batch without waiting for the log (its group is in the
+    /// worker's log buffer, ordered by its sequence number), calls
+    /// `applied`, then, in `Sync` mode, waits until every group up to the
+    /// newest is durable in every worker's log (an empty synced write;
+    /// `durable_below` is global, so a later commit that saw these writes
+    /// cannot be acknowledged before them).
+    async fn commit_releasing(
+        &self,
+        batch: &KvBatch,
+        applied: &mut dyn FnMut(),
+    ) -> Result<(), KvError> {
+        let write_batch = self.write_batch(batch)?;
+        let unsynced = WriteOptions { sync: Some(false) };
+        let result = self.ctx.write_with(&write_batch, unsynced).await;
+        applied();
+        result.map_err(engine_error)?;
+        self.ctx
+            .write_with(&WriteBatch::new(), WriteOptions::default())
+            .await
+            .map(drop)
+            .map_err(engine_error)
     }
 
     fn page_reads(&self) -> Option<u64> {

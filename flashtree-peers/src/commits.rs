@@ -43,6 +43,16 @@ impl<K: Kv> Kv for CountCommits<'_, K> {
         crate::job::thread_stats_record_commit(began.elapsed(), batch.data_bytes() as u64);
         Ok(())
     }
+    async fn commit_releasing(
+        &self,
+        batch: &KvBatch,
+        applied: &mut dyn FnMut(),
+    ) -> Result<(), KvError> {
+        let began = Instant::now();
+        self.inner.commit_releasing(batch, applied).await?;
+        crate::job::thread_stats_record_commit(began.elapsed(), batch.data_bytes() as u64);
+        Ok(())
+    }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         self.inner.scan(table, start, f).await
     }

@@ -146,6 +146,24 @@ pub trait Kv {
     /// Applies every entry of `batch` atomically (all or none, also across
     /// a crash), as durable as the engine's mode says when it returns.
     async fn commit(&self, batch: &KvBatch) -> Result<(), KvError>;
+    /// [`Kv::commit`] with early lock release: calls `applied()` once the
+    /// batch's writes are visible to other handles but possibly before
+    /// they are durable, then returns once they are as durable as the mode
+    /// says. Locks a caller releases in `applied` let the next transaction
+    /// run while this one's log sync is in flight (Johnson et al., "Aether:
+    /// A Scalable Approach to Logging", VLDB 2010). An engine overrides
+    /// this only where a later commit that saw these writes cannot become
+    /// durable before them (one log in commit order; flashtree's global
+    /// log order). The default commits, then calls `applied()`.
+    async fn commit_releasing(
+        &self,
+        batch: &KvBatch,
+        applied: &mut dyn FnMut(),
+    ) -> Result<(), KvError> {
+        let result = self.commit(batch).await;
+        applied();
+        result
+    }
     /// Forward scan from `start` (inclusive) in key order; `f` returns false to stop.
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError>;
     /// Backward scan from `start` (inclusive): the greatest key <= `start` first.

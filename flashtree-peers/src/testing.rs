@@ -62,9 +62,22 @@ pub async fn model_check<K: Kv>(
                     }
                     changes.push((entry_table, entry_key, value));
                 }
-                kv.commit(&batch)
-                    .await
-                    .map_err(|e| format!("{}: {e}", context("commit")))?;
+                if rng.below(2) == 0 {
+                    kv.commit(&batch)
+                        .await
+                        .map_err(|e| format!("{}: {e}", context("commit")))?;
+                } else {
+                    let mut applied = 0;
+                    kv.commit_releasing(&batch, &mut || applied += 1)
+                        .await
+                        .map_err(|e| format!("{}: {e}", context("commit_releasing")))?;
+                    if applied != 1 {
+                        return Err(format!(
+                            "{}: `applied` ran {applied} times",
+                            context("commit_releasing")
+                        ));
+                    }
+                }
                 for (entry_table, entry_key, value) in changes {
                     let model = &mut models[entry_table as usize];
                     match value {

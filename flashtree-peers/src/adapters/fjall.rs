@@ -131,6 +131,25 @@ impl HandleSource for FjallEngine {
 }
 
 impl FjallHandle {
+    fn write_batch(
+        &self,
+        batch: &KvBatch,
+        persist: Option<PersistMode>,
+    ) -> Result<::fjall::OwnedWriteBatch, KvError> {
+        let mut write_batch = self.db.batch().durability(persist);
+        for (table, key, value) in batch.iter() {
+            let keyspace = self.keyspace(table, key)?;
+            match value {
+                Some(value) => {
+                    check_len("value", value, VALUE_BYTES_MAX)?;
+                    write_batch.insert(keyspace, key, value);
+                }
+                None => write_batch.remove(keyspace, key),
+            }
+        }
+        Ok(write_batch)
+    }
+
     /// Persists the journal as the durability mode asks, after a commit.
     fn persist(&self) -> Result<(), KvError> {
         match self.persist {
@@ -199,18 +218,24 @@ impl Kv for FjallHandle {
         Ok(existed)
     }
     async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
-        let mut write_batch = self.db.batch().durability(self.persist);
-        for (table, key, value) in batch.iter() {
-            let keyspace = self.keyspace(table, key)?;
-            match value {
-                Some(value) => {
-                    check_len("value", value, VALUE_BYTES_MAX)?;
-                    write_batch.insert(keyspace, key, value);
-                }
-                None => write_batch.remove(keyspace, key),
-            }
-        }
-        write_batch.commit().map_err(engine_error)
+        self.write_batch(batch, self.persist)?
+            .commit()
+            .map_err(engine_error)
+    }
+    /// The batch is committed to the journal's buffer, `applied` runs, then
+    /// the journal is persisted as the mode says: one journal in commit
+    /// order, so a later commit that saw this batch is behind it.
+    async fn commit_releasing(
+        &self,
+        batch: &KvBatch,
+        applied: &mut dyn FnMut(),
+    ) -> Result<(), KvError> {
+        let committed = self
+            .write_batch(batch, None)
+            .and_then(|b| b.commit().map_err(engine_error));
+        applied();
+        committed?;
+        self.persist()
     }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         visit(self.keyspace(table, start)?.range(start..), f)

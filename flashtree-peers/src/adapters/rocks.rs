@@ -113,7 +113,10 @@ impl RocksEngine {
 pub struct RocksHandle {
     db: Arc<DB>,
     table_count: u32,
+    durability: DurabilityMode,
     write_options: WriteOptions,
+    /// WAL on, not synced: the first step of `commit_releasing` in `sync`.
+    unsynced_write_options: WriteOptions,
     /// Made once per handle: `DB::get_pinned` makes and frees one per call.
     read_options: ReadOptions,
     key_buffer: RefCell<Vec<u8>>,
@@ -132,10 +135,14 @@ impl HandleSource for RocksEngine {
             DurabilityMode::Buffered => write_options.set_sync(false),
             DurabilityMode::Sync => write_options.set_sync(true),
         }
+        let mut unsynced_write_options = WriteOptions::default();
+        unsynced_write_options.set_sync(false);
         Ok(RocksHandle {
             db: Arc::clone(&self.db),
             table_count: self.table_count,
+            durability: self.durability,
             write_options,
+            unsynced_write_options,
             read_options: ReadOptions::default(),
             key_buffer: RefCell::new(Vec::with_capacity(64)),
         })
@@ -143,6 +150,20 @@ impl HandleSource for RocksEngine {
 }
 
 impl RocksHandle {
+    fn write_batch(&self, batch: &KvBatch) -> Result<WriteBatch, KvError> {
+        let mut write_batch = WriteBatch::default();
+        let mut full_key = self.key_buffer.borrow_mut();
+        for (table, key, value) in batch.iter() {
+            check_table(table, self.table_count)?;
+            prefixed_key(&mut full_key, table, key);
+            match value {
+                Some(value) => write_batch.put(&full_key[..], value),
+                None => write_batch.delete(&full_key[..]),
+            }
+        }
+        Ok(write_batch)
+    }
+
     fn scan_impl(
         &self,
         table: u32,
@@ -220,19 +241,31 @@ impl Kv for RocksHandle {
         Ok(existed)
     }
     async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
-        let mut write_batch = WriteBatch::default();
-        let mut full_key = self.key_buffer.borrow_mut();
-        for (table, key, value) in batch.iter() {
-            check_table(table, self.table_count)?;
-            prefixed_key(&mut full_key, table, key);
-            match value {
-                Some(value) => write_batch.put(&full_key[..], value),
-                None => write_batch.delete(&full_key[..]),
-            }
-        }
         self.db
-            .write_opt(write_batch, &self.write_options)
+            .write_opt(self.write_batch(batch)?, &self.write_options)
             .map_err(engine_error)
+    }
+    /// In `sync`: the batch is written to the WAL (not synced) and the
+    /// memtable, `applied` runs, then `FlushWAL(sync)` syncs the WAL up to
+    /// its end. One WAL in write order: a later commit that saw this batch
+    /// is behind it in the WAL.
+    async fn commit_releasing(
+        &self,
+        batch: &KvBatch,
+        applied: &mut dyn FnMut(),
+    ) -> Result<(), KvError> {
+        if self.durability != DurabilityMode::Sync {
+            let result = self.commit(batch).await;
+            applied();
+            return result;
+        }
+        let written = self
+            .db
+            .write_opt(self.write_batch(batch)?, &self.unsynced_write_options)
+            .map_err(engine_error);
+        applied();
+        written?;
+        self.db.flush_wal(true).map_err(engine_error)
     }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         self.scan_impl(table, start, f, false)

@@ -314,16 +314,32 @@ impl<'a> TxnLocks<'a> {
     }
 }
 
-impl Drop for TxnLocks<'_> {
-    fn drop(&mut self) {
-        for &index in &self.held {
+impl TxnLocks<'_> {
+    /// Releases every lock held.
+    fn release(&mut self) {
+        for index in self.held.drain(..) {
             let was_locked = self.tpcc.locks[index].swap(false, Ordering::Release);
             debug_assert!(was_locked);
         }
-        for &index in &self.held_rows {
+        for index in self.held_rows.drain(..) {
             let was_locked = self.tpcc.row_locks[index].swap(false, Ordering::Release);
             debug_assert!(was_locked);
         }
+    }
+
+    /// Commits `batch` and releases the locks as soon as its writes are
+    /// visible ([`Kv::commit_releasing`]: before they are durable on an
+    /// engine whose log orders later commits after it).
+    async fn commit<K: Kv>(&mut self, kv: &K, batch: &KvBatch) -> Result<(), KvError> {
+        let result = kv.commit_releasing(batch, &mut || self.release()).await;
+        self.release();
+        result
+    }
+}
+
+impl Drop for TxnLocks<'_> {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 

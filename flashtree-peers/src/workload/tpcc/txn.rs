@@ -211,7 +211,7 @@ async fn new_order<K: Kv>(
     // Last: Order-Status finds the order through this entry, and then all of
     // the order is there.
     batch.put(table::ORDER_CUSTOMER, &key(&[w, d, c, o]), &[]);
-    kv.commit(&batch).await
+    locks.commit(kv, &batch).await
 }
 
 /// Finds a customer by last name: the one at position ceil(n/2) in first-name order.
@@ -332,7 +332,7 @@ async fn payment<K: Kv>(
     let sequence = tpcc.next_history_sequence();
     history_key.extend_from_slice(&sequence.to_be_bytes());
     put_row(&mut batch, table::HISTORY, &history_key, &history, buffer);
-    kv.commit(&batch).await
+    locks.commit(kv, &batch).await
 }
 
 async fn order_status<K: Kv>(
@@ -469,7 +469,7 @@ async fn deliver_district<K: Kv>(
         &customer,
         buffer,
     );
-    kv.commit(&batch).await
+    locks.commit(kv, &batch).await
 }
 
 async fn stock_level<K: Kv>(
