@@ -133,6 +133,11 @@ int wts_delete(wts_session *s, int table, const void *key, size_t key_len) {
     return ret;
 }
 
+int wts_write_batch_with(wts_session *s, size_t count, const int *tables,
+                         const void *const *keys, const size_t *key_lens,
+                         const void *const *values, const size_t *value_lens,
+                         const char *commit_config);
+
 /*
  * Applies count puts and deletes (values[i] == NULL: delete keys[i]) in one
  * transaction and commits it: all or none. The commit is as durable as the
@@ -142,6 +147,21 @@ int wts_delete(wts_session *s, int table, const void *key, size_t key_len) {
 int wts_write_batch(wts_session *s, size_t count, const int *tables,
                     const void *const *keys, const size_t *key_lens,
                     const void *const *values, const size_t *value_lens) {
+    return wts_write_batch_with(s, count, tables, keys, key_lens, values, value_lens, NULL);
+}
+
+/* Makes every log record written so far durable (WT_SESSION::log_flush). */
+int wts_log_sync(wts_session *s) { return s->session->log_flush(s->session, "sync=on"); }
+
+/*
+ * wts_write_batch with the commit's configuration (NULL: the connection's
+ * transaction_sync; "sync=off": logged, not synced, for an early lock
+ * release followed by wts_log_sync).
+ */
+int wts_write_batch_with(wts_session *s, size_t count, const int *tables,
+                         const void *const *keys, const size_t *key_lens,
+                         const void *const *values, const size_t *value_lens,
+                         const char *commit_config) {
     WT_SESSION *session = s->session;
     WT_CURSOR *c;
     WT_ITEM item;
@@ -167,7 +187,7 @@ int wts_write_batch(wts_session *s, size_t count, const int *tables,
             }
             c->reset(c);
         }
-        if (ret == 0) return session->commit_transaction(session, NULL);
+        if (ret == 0) return session->commit_transaction(session, commit_config);
         session->rollback_transaction(session, NULL);
         if (ret != WT_ROLLBACK) return ret;
     }

@@ -66,7 +66,7 @@ extern "C" {
         key: *const c_void,
         key_len: usize,
     ) -> c_int;
-    fn wts_write_batch(
+    fn wts_write_batch_with(
         session: *mut WtsSession,
         count: usize,
         tables: *const c_int,
@@ -74,7 +74,9 @@ extern "C" {
         key_lens: *const usize,
         values: *const *const c_void,
         value_lens: *const usize,
+        commit_config: *const c_char,
     ) -> c_int;
+    fn wts_log_sync(session: *mut WtsSession) -> c_int;
     fn wts_seek(
         session: *mut WtsSession,
         table: c_int,
@@ -110,6 +112,7 @@ fn engine_error(code: c_int) -> KvError {
 pub struct WtEngine {
     connection: *mut WtConnection,
     table_count: u32,
+    durability: DurabilityMode,
     settings: String,
 }
 
@@ -181,6 +184,7 @@ impl WtEngine {
         Ok(WtEngine {
             connection,
             table_count: config.table_count,
+            durability: config.durability,
             settings,
         })
     }
@@ -199,6 +203,7 @@ impl Drop for WtEngine {
 pub struct WtHandle {
     session: *mut WtsSession,
     table_count: u32,
+    durability: DurabilityMode,
 }
 
 impl Drop for WtHandle {
@@ -224,11 +229,54 @@ impl HandleSource for WtEngine {
         Ok(WtHandle {
             session,
             table_count: self.table_count,
+            durability: self.durability,
         })
     }
 }
 
 impl WtHandle {
+    /// Commits `batch` as one transaction; `commit_config` overrides the
+    /// commit's configuration (None: the connection's).
+    fn write_batch(&self, batch: &KvBatch, commit_config: Option<&CStr>) -> Result<(), KvError> {
+        let count = batch.len();
+        let (mut tables, mut keys, mut key_lens, mut values, mut value_lens) = (
+            Vec::with_capacity(count),
+            Vec::with_capacity(count),
+            Vec::with_capacity(count),
+            Vec::with_capacity(count),
+            Vec::with_capacity(count),
+        );
+        for (table, key, value) in batch.iter() {
+            check_table(table, self.table_count)?;
+            tables.push(table as c_int);
+            keys.push(key.as_ptr().cast::<c_void>());
+            key_lens.push(key.len());
+            values.push(value.map_or(ptr::null(), |v| v.as_ptr().cast::<c_void>()));
+            value_lens.push(value.map_or(0, <[u8]>::len));
+        }
+        // SAFETY: session is this thread's; the five arrays hold `count`
+        // entries each and, with the batch's bytes they point into, outlive
+        // the call; a null value marks a delete; the config is a
+        // NUL-terminated string or null.
+        let code = unsafe {
+            wts_write_batch_with(
+                self.session,
+                count,
+                tables.as_ptr(),
+                keys.as_ptr(),
+                key_lens.as_ptr(),
+                values.as_ptr(),
+                value_lens.as_ptr(),
+                commit_config.map_or(ptr::null(), CStr::as_ptr),
+            )
+        };
+        if code == 0 {
+            Ok(())
+        } else {
+            Err(engine_error(code))
+        }
+    }
+
     fn scan_impl(
         &self,
         table: u32,
@@ -351,36 +399,27 @@ impl Kv for WtHandle {
         }
     }
     async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
-        let count = batch.len();
-        let (mut tables, mut keys, mut key_lens, mut values, mut value_lens) = (
-            Vec::with_capacity(count),
-            Vec::with_capacity(count),
-            Vec::with_capacity(count),
-            Vec::with_capacity(count),
-            Vec::with_capacity(count),
-        );
-        for (table, key, value) in batch.iter() {
-            check_table(table, self.table_count)?;
-            tables.push(table as c_int);
-            keys.push(key.as_ptr().cast::<c_void>());
-            key_lens.push(key.len());
-            values.push(value.map_or(ptr::null(), |v| v.as_ptr().cast::<c_void>()));
-            value_lens.push(value.map_or(0, <[u8]>::len));
+        self.write_batch(batch, None)
+    }
+    /// In `sync`: the transaction commits with `sync=off` (logged, not
+    /// synced), `applied` runs, then `log_flush(sync=on)` syncs the log up
+    /// to its end. One log in commit order: a later commit that saw this
+    /// batch is behind it.
+    async fn commit_releasing(
+        &self,
+        batch: &KvBatch,
+        applied: &mut dyn FnMut(),
+    ) -> Result<(), KvError> {
+        if self.durability != DurabilityMode::Sync {
+            let result = self.write_batch(batch, None);
+            applied();
+            return result;
         }
-        // SAFETY: session is this thread's; the five arrays hold `count`
-        // entries each and, with the batch's bytes they point into, outlive
-        // the call; a null value marks a delete.
-        let code = unsafe {
-            wts_write_batch(
-                self.session,
-                count,
-                tables.as_ptr(),
-                keys.as_ptr(),
-                key_lens.as_ptr(),
-                values.as_ptr(),
-                value_lens.as_ptr(),
-            )
-        };
+        let committed = self.write_batch(batch, Some(c"sync=off"));
+        applied();
+        committed?;
+        // SAFETY: session is this thread's.
+        let code = unsafe { wts_log_sync(self.session) };
         if code == 0 {
             Ok(())
         } else {
