@@ -109,18 +109,26 @@ fn latency_cdf(path: &Path, runs: &[EngineRun]) -> Result<(), String> {
     root.present().map_err(err)
 }
 
+/// The whole seconds of a run's timeline: the second its clock ran out in
+/// holds only the operations that finished after it, so a plot of it would
+/// show a drop to near 0 that did not happen.
+pub(crate) fn whole_seconds(run: &EngineRun) -> &[u64] {
+    let whole = (run.seconds.floor() as usize).max(1);
+    &run.ops_per_second[..run.ops_per_second.len().min(whole)]
+}
+
 fn timeline(path: &Path, runs: &[EngineRun]) -> Result<(), String> {
     let root = BitMapBackend::new(path, SIZE_PX).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let seconds_max = runs
         .iter()
-        .map(|r| r.ops_per_second.len())
+        .map(|r| whole_seconds(r).len())
         .max()
         .unwrap_or(1)
         .max(1);
     let ops_max = runs
         .iter()
-        .flat_map(|r| r.ops_per_second.iter().copied())
+        .flat_map(|r| whole_seconds(r).iter().copied())
         .max()
         .unwrap_or(1)
         .max(1) as f64
@@ -140,8 +148,7 @@ fn timeline(path: &Path, runs: &[EngineRun]) -> Result<(), String> {
         .map_err(err)?;
     for (i, run) in runs.iter().enumerate() {
         let color = Palette99::pick(i);
-        let points = run
-            .ops_per_second
+        let points = whole_seconds(run)
             .iter()
             .enumerate()
             .map(|(s, ops)| (s as f64 + 0.5, *ops as f64));
@@ -160,4 +167,21 @@ fn timeline(path: &Path, runs: &[EngineRun]) -> Result<(), String> {
         .draw()
         .map_err(err)?;
     root.present().map_err(err)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timeline_drops_the_partial_last_second() {
+        let mut run = crate::targets::tests::run("flashtree", 1.0, 1.0, 0.0);
+        run.seconds = 3.0;
+        run.ops_per_second = vec![100, 110, 105, 7];
+        assert_eq!(whole_seconds(&run), &[100, 110, 105]);
+        run.seconds = 10.0;
+        assert_eq!(whole_seconds(&run), &[100, 110, 105, 7]);
+        run.seconds = 0.5;
+        assert_eq!(whole_seconds(&run), &[100]);
+    }
 }
