@@ -539,8 +539,9 @@ pub struct RecoverArgs {
     #[arg(long)]
     pub json: bool,
     /// The same crash on each of these engines instead (e.g.
-    /// flashtree,rocksdb,wiredtiger,lmdb; also redb, fjall): synced single
-    /// puts from --threads threads for --seconds, SIGKILL, reopen (timed
+    /// flashtree,rocksdb,wiredtiger,lmdb; also redb, fjall): synced puts
+    /// (single, batch, batch with early lock release, in turn) from
+    /// --threads threads for --seconds, SIGKILL, reopen (timed
     /// until the first read), every acknowledged put checked. --path is
     /// the parent directory, --pool each engine's memory, --keys the keys
     /// written. Fails if an engine lost an acknowledged commit.

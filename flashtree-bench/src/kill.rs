@@ -1,7 +1,8 @@
 //! `bench recover --engines LIST`: the same crash on every engine. For each
 //! engine a child process opens it in the `sync` durability mode and writes
-//! from `--threads` threads, each a loop of single puts over its own keys;
-//! after each put returns, the child prints an acknowledgement on its
+//! from `--threads` threads, each a loop of puts over its own keys,
+//! committed in turn as a single put, a one-entry batch, and a one-entry
+//! batch with early lock release ([`Commit`]); after each put returns, the child prints an acknowledgement on its
 //! stdout. After `--seconds` the parent kills the child with SIGKILL,
 //! reopens the engine in this process, times the open and the first read,
 //! and reads every key back: a key whose stored version is older than the
@@ -23,6 +24,8 @@ use flashtree_peers::adapters::redb::RedbEngine;
 use flashtree_peers::adapters::rocks::RocksEngine;
 use flashtree_peers::adapters::wiredtiger::WtEngine;
 use flashtree_peers::{block_on, DurabilityMode, Engine, EngineConfig, HandleSource, Kv};
+
+use flashtree::db::{WriteBatch, WriteOptions};
 
 use crate::adapter::{FlashtreeEngine, FlashtreeSettings};
 
@@ -68,17 +71,45 @@ fn value_of(version: u64) -> Vec<u8> {
     value
 }
 
+/// How a writer commits one put: the ways a workload commits, taken in
+/// turn, so that the kill meets each of them.
+#[derive(Clone, Copy)]
+enum Commit {
+    /// A single put.
+    Put,
+    /// A one-entry batch ([`Kv::commit`]).
+    Batch,
+    /// A one-entry batch with early release ([`Kv::commit_releasing`]):
+    /// applied first, acknowledged once durable.
+    Releasing,
+}
+
+impl Commit {
+    fn of(i: u64) -> Commit {
+        [Commit::Put, Commit::Batch, Commit::Releasing][(i % 3) as usize]
+    }
+}
+
 /// A put-and-get handle on one thread, whatever the engine.
 trait PutGet {
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String>;
+    fn put(&self, key: &[u8], value: &[u8], way: Commit) -> Result<(), String>;
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String>;
 }
 
 struct PeerHandle<H: Kv>(H);
 
 impl<H: Kv> PutGet for PeerHandle<H> {
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        block_on(self.0.put(0, key, value)).map_err(|e| e.to_string())
+    fn put(&self, key: &[u8], value: &[u8], way: Commit) -> Result<(), String> {
+        let mut batch = flashtree_peers::KvBatch::new();
+        batch.put(0, key, value);
+        block_on(async {
+            match way {
+                Commit::Put => self.0.put(0, key, value).await,
+                Commit::Batch => self.0.commit(&batch).await,
+                Commit::Releasing => self.0.commit_releasing(&batch, &mut || {}).await,
+            }
+        })
+        .map_err(|e| e.to_string())
     }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         let mut out = Vec::new();
@@ -90,8 +121,20 @@ impl<H: Kv> PutGet for PeerHandle<H> {
 struct FlashtreeHandle<'a>(&'a flashtree::db::Db, flashtree::db::Tree);
 
 impl PutGet for FlashtreeHandle<'_> {
-    fn put(&self, key: &[u8], value: &[u8]) -> Result<(), String> {
-        self.0.put(self.1, key, value).map_err(|e| e.to_string())
+    /// The batch ways as the flashtree adapter commits them: `Releasing`
+    /// applies the batch unsynced, then waits with an empty synced write.
+    fn put(&self, key: &[u8], value: &[u8], way: Commit) -> Result<(), String> {
+        let (db, tree) = (self.0, self.1);
+        let mut batch = WriteBatch::new();
+        batch.put(tree, key, value).map_err(|e| e.to_string())?;
+        match way {
+            Commit::Put => db.put(tree, key, value),
+            Commit::Batch => db.write(&batch, WriteOptions::default()),
+            Commit::Releasing => db
+                .write(&batch, WriteOptions { sync: Some(false) })
+                .and_then(|()| db.write(&WriteBatch::new(), WriteOptions::default())),
+        }
+        .map_err(|e| e.to_string())
     }
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>, String> {
         self.0.get(self.1, key).map_err(|e| e.to_string())
@@ -199,7 +242,7 @@ pub fn run_child(spec: &KillSpec, engine: &str) -> Result<(), String> {
                         let stdout = std::io::stdout();
                         for i in 0u64.. {
                             let key = key_of(thread * per_thread + i % per_thread);
-                            handle.put(&key, &value_of(i))?;
+                            handle.put(&key, &value_of(i), Commit::of(i))?;
                             let mut out = stdout.lock();
                             writeln!(out, "A {thread} {i}")
                                 .and_then(|()| out.flush())

@@ -354,27 +354,26 @@ pub fn append_rounds(out_dir: &Path, spread: &crate::compare::RoundSpread) -> Re
         "\n## Rounds\n\n{} rounds, the engines in turn each round (data loaded once, kept between rounds); the tables above show each engine's median round.\n",
         spread.rounds
     );
-    let _ = writeln!(text, "| engine | ops/s min | median | max | each round |");
-    let _ = writeln!(text, "|---|---|---|---|---|");
-    for (engine, values, (min, median, max)) in &spread.ops_per_sec {
-        let each: Vec<String> = values.iter().map(|v| format!("{v:.0}")).collect();
-        let _ = writeln!(
-            text,
-            "| {engine} | {min:.0} | {median:.0} | {max:.0} | {} |",
-            each.join(", ")
-        );
-    }
-    if !spread.flashtree_ratio.is_empty() {
-        let _ = writeln!(text, "\n| flashtree ÷ | min | median | max | each round |");
+    // One table of (name, value per round, spread), `precision` decimals.
+    let table = |text: &mut String,
+                 header: &str,
+                 rows: &[crate::compare::RoundValues],
+                 precision: usize| {
+        let _ = writeln!(text, "| {header} | min | median | max | each round |");
         let _ = writeln!(text, "|---|---|---|---|---|");
-        for (peer, values, (min, median, max)) in &spread.flashtree_ratio {
-            let each: Vec<String> = values.iter().map(|v| format!("{v:.2}")).collect();
+        for (name, values, (min, median, max)) in rows {
+            let each: Vec<String> = values.iter().map(|v| format!("{v:.precision$}")).collect();
             let _ = writeln!(
                 text,
-                "| {peer} | {min:.2} | {median:.2} | {max:.2} | {} |",
+                "| {name} | {min:.precision$} | {median:.precision$} | {max:.precision$} | {} |",
                 each.join(", ")
             );
         }
+    };
+    table(&mut text, "engine (ops/s)", &spread.ops_per_sec, 0);
+    if !spread.flashtree_ratio.is_empty() {
+        text.push('\n');
+        table(&mut text, "flashtree ÷", &spread.flashtree_ratio, 2);
     }
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
 }

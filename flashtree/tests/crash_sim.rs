@@ -93,19 +93,29 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
     config.keep_probability = rng.random_range(0.0..1.0);
     config.tear_probability = rng.random_range(0.0..1.0);
     let disk = SimDisk::new(config);
+    // Buffered: unsynced batches stay in the log buffer until a synced
+    // write (or the delay) flushes them.
+    let durability = if rng.random_bool(0.5) {
+        Durability::Sync
+    } else {
+        Durability::Buffered { max_delay_ms: 1000 }
+    };
+    let options = |create| Options {
+        durability,
+        ..options(&disk, create)
+    };
     let keys = rng.random_range(20..400);
     let path = Path::new(STORE);
     // The batches the store holds (a prefix of those issued).
     let mut history: Vec<Batch> = Vec::new();
     let mut model: Model = vec![BTreeMap::new(); TREES];
-    let db = Db::open(path, options(&disk, true)).map_err(|e| format!("create: {e}"))?;
+    let db = Db::open(path, options(true)).map_err(|e| format!("create: {e}"))?;
     trees(&db).map_err(|e| format!("create trees: {e}"))?;
     db.close()
         .map_err(|e| format!("close after creation: {e}"))?;
     let cycles = rng.random_range(1..=4);
     for cycle in 0..cycles {
-        let db = Db::open(path, options(&disk, false))
-            .map_err(|e| format!("cycle {cycle}: open: {e}"))?;
+        let db = Db::open(path, options(false)).map_err(|e| format!("cycle {cycle}: open: {e}"))?;
         let t = trees(&db).map_err(|e| format!("cycle {cycle}: trees: {e}"))?;
         let batches = rng.random_range(0..80);
         let mut issued: Vec<Batch> = Vec::new();
@@ -126,6 +136,13 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
                 .map_err(|e| format!("cycle {cycle}: write: {e}"))?;
             if sync {
                 acknowledged = issued.len();
+            } else if rng.random_bool(0.5) {
+                // The second step of an early lock release (the benchmark
+                // adapter's `commit_releasing`, in a `Sync` store): an
+                // empty synced write makes every earlier batch durable.
+                db.write(&WriteBatch::new(), WriteOptions { sync: Some(true) })
+                    .map_err(|e| format!("cycle {cycle}: empty synced write: {e}"))?;
+                acknowledged = issued.len();
             }
         }
         totals.acknowledged += acknowledged as u64;
@@ -145,10 +162,10 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
             // from a random one on fails.
             totals.crashes_in_recovery += 1;
             disk.fail_all_from(disk.op_count() + rng.random_range(0..60), FaultKind::Any);
-            let reopened = Db::open(path, options(&disk, false)).ok();
+            let reopened = Db::open(path, options(false)).ok();
             crash(&disk, reopened);
         }
-        let db = Db::open(path, options(&disk, false))
+        let db = Db::open(path, options(false))
             .map_err(|e| format!("cycle {cycle}: reopen after the crash: {e}"))?;
         let t = trees(&db).map_err(|e| format!("cycle {cycle}: trees after the crash: {e}"))?;
         let found = contents(&db, &t).map_err(|e| format!("cycle {cycle}: scan: {e}"))?;

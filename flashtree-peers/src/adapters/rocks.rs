@@ -245,27 +245,28 @@ impl Kv for RocksHandle {
             .write_opt(self.write_batch(batch)?, &self.write_options)
             .map_err(engine_error)
     }
-    /// In `sync`: the batch is written to the WAL (not synced) and the
-    /// memtable, `applied` runs, then `FlushWAL(sync)` syncs the WAL up to
-    /// its end. One WAL in write order: a later commit that saw this batch
-    /// is behind it in the WAL.
+    /// The batch goes to the WAL and the memtable as in the mode (in
+    /// `sync`, unsynced), `applied` runs, then in `sync` `FlushWAL(sync)`
+    /// syncs the WAL up to its end. One WAL in write order: a later commit
+    /// that saw this batch is behind it in the WAL.
     async fn commit_releasing(
         &self,
         batch: &KvBatch,
         applied: &mut dyn FnMut(),
     ) -> Result<(), KvError> {
-        if self.durability != DurabilityMode::Sync {
-            let result = self.commit(batch).await;
-            applied();
-            return result;
-        }
-        let written = self
-            .db
-            .write_opt(self.write_batch(batch)?, &self.unsynced_write_options)
-            .map_err(engine_error);
+        let sync = self.durability == DurabilityMode::Sync;
+        let options = if sync {
+            &self.unsynced_write_options
+        } else {
+            &self.write_options
+        };
+        let written = self.db.write_opt(self.write_batch(batch)?, options);
         applied();
-        written?;
-        self.db.flush_wal(true).map_err(engine_error)
+        written.map_err(engine_error)?;
+        if sync {
+            self.db.flush_wal(true).map_err(engine_error)?;
+        }
+        Ok(())
     }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         self.scan_impl(table, start, f, false)

@@ -401,29 +401,23 @@ impl Kv for WtHandle {
     async fn commit(&self, batch: &KvBatch) -> Result<(), KvError> {
         self.write_batch(batch, None)
     }
-    /// In `sync`: the transaction commits with `sync=off` (logged, not
-    /// synced), `applied` runs, then `log_flush(sync=on)` syncs the log up
-    /// to its end. One log in commit order: a later commit that saw this
-    /// batch is behind it.
+    /// The transaction commits as in the mode (in `sync`, with `sync=off`:
+    /// logged, not synced), `applied` runs, then in `sync`
+    /// `log_flush(sync=on)` syncs the log up to its end. One log in commit
+    /// order: a later commit that saw this batch is behind it.
     async fn commit_releasing(
         &self,
         batch: &KvBatch,
         applied: &mut dyn FnMut(),
     ) -> Result<(), KvError> {
-        if self.durability != DurabilityMode::Sync {
-            let result = self.write_batch(batch, None);
-            applied();
-            return result;
-        }
-        let committed = self.write_batch(batch, Some(c"sync=off"));
+        let sync = self.durability == DurabilityMode::Sync;
+        let committed = self.write_batch(batch, sync.then_some(c"sync=off"));
         applied();
         committed?;
         // SAFETY: session is this thread's.
-        let code = unsafe { wts_log_sync(self.session) };
-        if code == 0 {
-            Ok(())
-        } else {
-            Err(engine_error(code))
+        match sync.then(|| unsafe { wts_log_sync(self.session) }) {
+            None | Some(0) => Ok(()),
+            Some(code) => Err(engine_error(code)),
         }
     }
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {

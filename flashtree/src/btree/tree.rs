@@ -30,7 +30,8 @@ pub fn init_root(page: &mut [u8; PAGE_SIZE]) {
 }
 
 /// Descends optimistically to the leaf for `key`; returns (parent, leaf).
-fn descend<'a>(
+/// A node on the way not in memory is a `Restart::Load` of its page.
+pub(crate) fn descend<'a>(
     bm: &'a BufferManager,
     root: PageId,
     key: &[u8],

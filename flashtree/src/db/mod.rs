@@ -1277,13 +1277,12 @@ impl TaskCtx {
     async fn prefetch_leaves(&self, batch: &WriteBatch) -> Result<()> {
         const PREFETCH_ROUNDS: usize = 3;
         let bm = &self.inner.bm;
-        let mut value = Vec::new();
         for _ in 0..PREFETCH_ROUNDS {
             let (mut started, mut loading) = (0usize, None);
             let mut fatal = None;
             for i in 0..batch.len() {
                 let (tree_root, key, _) = batch.entry(i);
-                let pid = match tree::lookup(bm, tree_root, key, &mut value) {
+                let pid = match tree::descend(bm, tree_root, key) {
                     Err(OpError::Restart(Restart::Load(pid))) => pid,
                     Err(OpError::Restart(Restart::Loading(pid))) => {
                         loading = Some(pid);
@@ -1293,7 +1292,7 @@ impl TaskCtx {
                         fatal = Some(e);
                         break;
                     }
-                    // Found, absent, or a conflict: the step sorts it out.
+                    // The leaf is in memory, or a conflict: the step sorts it out.
                     _ => continue,
                 };
                 match worker::start_read(pid) {
