@@ -62,6 +62,14 @@ pub struct FlashtreeSettings {
     pub dirty_spare_rounds: u8,
     /// `Options::hot_spare_rounds`.
     pub hot_spare_rounds: u8,
+    /// `IoConfig::submit_batch`.
+    pub submit_batch: u32,
+    /// `IoConfig::submit_busy_depth`.
+    pub submit_busy_depth: u32,
+    /// `Options::wal_bytes_per_worker`.
+    pub wal_bytes_per_worker: u64,
+    /// `Options::checkpoint_log_bytes`.
+    pub checkpoint_log_bytes: u64,
 }
 
 impl Default for FlashtreeSettings {
@@ -73,6 +81,10 @@ impl Default for FlashtreeSettings {
             backend: BackendKind::IoUring,
             dirty_spare_rounds: Options::default().dirty_spare_rounds,
             hot_spare_rounds: Options::default().hot_spare_rounds,
+            submit_batch: IoConfig::default().submit_batch,
+            submit_busy_depth: IoConfig::default().submit_busy_depth,
+            wal_bytes_per_worker: Options::default().wal_bytes_per_worker,
+            checkpoint_log_bytes: Options::default().checkpoint_log_bytes,
         }
     }
 }
@@ -115,11 +127,15 @@ impl FlashtreeEngine {
             io: IoConfig {
                 backend: settings.backend,
                 depth: io_depth,
+                submit_batch: settings.submit_batch,
+                submit_busy_depth: settings.submit_busy_depth,
                 ..IoConfig::default()
             },
             direct_io: true,
             dirty_spare_rounds: settings.dirty_spare_rounds,
             hot_spare_rounds: settings.hot_spare_rounds,
+            wal_bytes_per_worker: settings.wal_bytes_per_worker,
+            checkpoint_log_bytes: settings.checkpoint_log_bytes,
             durability: match config.durability {
                 DurabilityMode::None => Durability::None,
                 DurabilityMode::Buffered => Durability::Buffered {
@@ -147,14 +163,19 @@ impl FlashtreeEngine {
         };
         let mut line = format!(
             "{workers} worker(s) × {tasks_text}; pool {} MiB ({} pages of {PAGE_SIZE} B); \
-             direct I/O; backend {} (depth {io_depth}/worker); clock spares dirty pages {} rounds, \
-             hot pages up to {}; {}",
+             direct I/O; backend {} (depth {io_depth}/worker, submitting by itself every {} requests \
+             while fewer than {} are unfinished); clock spares dirty pages {} rounds, \
+             hot pages up to {}; {}; log {} MiB per worker, a checkpoint every {} MiB of log",
             pool_bytes >> 20,
             pool_bytes / PAGE_SIZE as u64,
             settings.backend,
+            settings.submit_batch,
+            settings.submit_busy_depth,
             settings.dirty_spare_rounds,
             settings.hot_spare_rounds,
             flashtree_peers::adapters::durability(ENGINE_NAME, config.durability),
+            settings.wal_bytes_per_worker >> 20,
+            settings.checkpoint_log_bytes >> 20,
         );
         for note in db.notes() {
             line.push_str("; ");

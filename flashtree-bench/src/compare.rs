@@ -63,6 +63,24 @@ pub struct CompareArgs {
     /// (`Options::hot_spare_rounds`; 0 = plain second chance).
     #[arg(long, default_value_t = flashtree::db::Options::default().hot_spare_rounds)]
     pub hot_spare_rounds: u8,
+    /// flashtree I/O: a worker's channel submits by itself once this many
+    /// requests are queued (`IoConfig::submit_batch`; 0: only once per
+    /// loop round).
+    #[arg(long, default_value_t = IoConfig::default().submit_batch)]
+    pub submit_batch: u32,
+    /// flashtree I/O: ... but not while this many submitted requests are
+    /// unfinished (`IoConfig::submit_busy_depth`; 0: no such pause).
+    #[arg(long, default_value_t = IoConfig::default().submit_busy_depth)]
+    pub submit_busy_depth: u32,
+    /// flashtree: log per worker, a preallocated ring
+    /// (`Options::wal_bytes_per_worker`).
+    #[arg(long, default_value_t = format!("{}MiB", flashtree::db::Options::default().wal_bytes_per_worker >> 20))]
+    pub wal_per_worker: String,
+    /// flashtree: log written between checkpoints, at most half of
+    /// --wal-per-worker (`Options::checkpoint_log_bytes`). Longer: fewer
+    /// full page images in the log, more log to replay after a crash.
+    #[arg(long, default_value_t = format!("{}MiB", flashtree::db::Options::default().checkpoint_log_bytes >> 20))]
+    pub checkpoint_log: String,
 }
 
 /// Runs the comparison.
@@ -140,6 +158,12 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
         backend,
         dirty_spare_rounds: args.dirty_spare_rounds,
         hot_spare_rounds: args.hot_spare_rounds,
+        submit_batch: args.submit_batch,
+        submit_busy_depth: args.submit_busy_depth,
+        wal_bytes_per_worker: crate::util::parse_size_bytes(&args.wal_per_worker)
+            .map_err(|e| format!("--wal-per-worker: {e}"))?,
+        checkpoint_log_bytes: crate::util::parse_size_bytes(&args.checkpoint_log)
+            .map_err(|e| format!("--checkpoint-log: {e}"))?,
     };
     Ok((settings, dataset_bytes, cores))
 }

@@ -1043,3 +1043,78 @@ fn sleeping_tasks_wake_and_commit() {
         }
     }
 }
+
+/// Commits that outrun a tiny log park until a flush or a checkpoint makes
+/// room (`DbStats::log_room_waits` counts them), and every one of them
+/// lands: none is lost, none hangs (a waiter never woken would stop
+/// `run`; the watchdog turns that into a failure instead of a stuck test).
+#[test]
+fn commits_wait_for_log_room_and_all_land() {
+    use flashtree::db::WriteBatch;
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        // A pool that holds many dirty pages, so that a checkpoint has much
+        // to write while the commits fill the log.
+        pool_bytes: 1024 * 4096,
+        workers: 2,
+        wal_bytes_per_worker: 1 << 20,
+        // A checkpoint starts only at half the log, and the in-memory log
+        // buffer is small: both the file and the buffer run out.
+        checkpoint_log_bytes: 512 << 10,
+        wal_buffer_bytes: 1 << 20,
+        ..Options::default()
+    };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let tree = db.tree("t").unwrap();
+    let tasks_per_worker = 64;
+    let rounds = 40u64;
+    let batch_entries = 6u64;
+    let failures = Failures::default();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    {
+        let db = db.clone();
+        let f = failures.clone();
+        std::thread::spawn(move || {
+            let result = db.run(tasks_per_worker, move |ctx| {
+                let f = f.clone();
+                async move {
+                    let id = (ctx.worker() * tasks_per_worker + ctx.task_index()) as u64;
+                    for round in 0..rounds {
+                        let mut batch = WriteBatch::new();
+                        for e in 0..batch_entries {
+                            // Keys spread over the tree, so that a batch
+                            // changes several leaves: big log groups.
+                            let key = splitmix((id * 1_000 + round) * 10 + e).to_be_bytes();
+                            let value = [(round as u8).wrapping_add(e as u8); 300];
+                            batch.put(tree, &key, &value).unwrap();
+                        }
+                        if let Err(e) = ctx.write(&batch).await {
+                            f.add(format!("task {id} round {round}: {e}"));
+                            return;
+                        }
+                    }
+                }
+            });
+            let _ = done_tx.send(result);
+        });
+    }
+    let result = done_rx
+        .recv_timeout(std::time::Duration::from_secs(600))
+        .expect("commits waiting for log room never finished");
+    result.unwrap();
+    failures.assert_none();
+    let stats = db.stats();
+    assert!(
+        stats.log_room_waits > 0,
+        "the log never ran out of room: the test does not exercise the wait ({stats:?})"
+    );
+    for id in 0..(2 * tasks_per_worker as u64) {
+        for round in 0..rounds {
+            for e in 0..batch_entries {
+                let key = splitmix((id * 1_000 + round) * 10 + e).to_be_bytes();
+                let value = db.get(tree, &key).unwrap().expect("a committed key");
+                assert_eq!(value, vec![(round as u8).wrapping_add(e as u8); 300]);
+            }
+        }
+    }
+}

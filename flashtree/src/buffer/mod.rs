@@ -785,6 +785,8 @@ pub struct WorkerIoStats {
     pub evictions: u64,
     /// Dirty pages whose write waited for the log (write-ahead rule).
     pub wal_deferred_writes: u64,
+    /// Times a task parked because the log had no room for its group.
+    pub log_room_waits: u64,
 }
 
 /// One worker's part of the buffer manager: its frames, free list, clock
@@ -810,6 +812,11 @@ pub struct WorkerBuffer {
     /// Tasks parked until a page that another task is reading in (on this
     /// worker or another) is no longer LOADING.
     load_waiters: Vec<(PageId, TaskId)>,
+    /// Tasks parked until the log has room for a group of the given record
+    /// bytes (a flush or a checkpoint makes it): waiting there, not
+    /// retrying their step every loop round, leaves the CPU to the
+    /// checkpoint they wait for.
+    log_room_waiters: Vec<(usize, TaskId)>,
     /// Per frame: rounds the clock found this dirty page marked and let it
     /// stay, up to `dirty_spare_rounds` (clean pages go first: evicting a
     /// dirty one costs a write, and writing a page that is updated again
@@ -904,6 +911,7 @@ impl WorkerBuffer {
             completions: Vec::with_capacity(io_config.depth as usize),
             load_errors: Vec::new(),
             load_waiters: Vec::new(),
+            log_room_waiters: Vec::new(),
             stats: WorkerIoStats::default(),
             bm,
         })
@@ -956,6 +964,38 @@ impl WorkerBuffer {
             woken += 1;
         }
         woken
+    }
+
+    /// Registers `task` to be woken once the log has room for a group of
+    /// `record_bytes` (or the store failed).
+    pub fn wait_log_room(&mut self, record_bytes: usize, task: TaskId) {
+        self.log_room_waiters.push((record_bytes, task));
+        self.stats.log_room_waits += 1;
+    }
+
+    /// Tasks waiting for room in the log.
+    pub fn log_room_waiter_count(&self) -> usize {
+        self.log_room_waiters.len()
+    }
+
+    /// Wakes the tasks waiting for log room that now fit (all of them when
+    /// the store failed: they find out). Returns how many.
+    pub fn wake_log_room_waiters(&mut self, wake: &mut dyn FnMut(TaskId)) -> usize {
+        if self.log_room_waiters.is_empty() {
+            return 0;
+        }
+        let failed = self.bm.wal.has_failed();
+        let before = self.log_room_waiters.len();
+        let mut waiters = std::mem::take(&mut self.log_room_waiters);
+        waiters.retain(|&(record_bytes, task)| {
+            let fits = failed || self.log_has_room(record_bytes);
+            if fits {
+                wake(task);
+            }
+            !fits
+        });
+        self.log_room_waiters = waiters;
+        before - self.log_room_waiters.len()
     }
 
     /// Gives this worker its log.

@@ -141,9 +141,9 @@ pub(crate) enum BatchStop {
     /// `need_bytes` free in the parent first (the separators this step
     /// already put there plus one of the longest).
     ParentFull { entry: usize, need_bytes: usize },
-    /// The log has no room for the group now: yield (a flush or a
-    /// checkpoint makes room).
-    NoLogRoom,
+    /// The log has no room for a group of `record_bytes` now: wait (a
+    /// flush or a checkpoint makes room).
+    NoLogRoom { record_bytes: usize },
     /// A real error.
     Fatal(Error),
 }
@@ -196,7 +196,9 @@ pub(crate) fn apply_step(
     // the step knows which pages it changed.
     if !wb.log_has_room(record_bytes_most(1)) {
         wb.flush_log(true);
-        return Err(BatchStop::NoLogRoom);
+        return Err(BatchStop::NoLogRoom {
+            record_bytes: record_bytes_most(1),
+        });
     }
     let bm = wb.manager_arc();
     let mut held: Vec<HeldLeaf<'_>> = Vec::new();
@@ -311,7 +313,7 @@ pub(crate) fn apply_step(
         if !wb.log_has_room(record_bytes) {
             roll_back(&mut held);
             wb.flush_log(true);
-            return Err(BatchStop::NoLogRoom);
+            return Err(BatchStop::NoLogRoom { record_bytes });
         }
     }
     let seq = (changed > 0).then(|| log_leaves(wb, &mut held));

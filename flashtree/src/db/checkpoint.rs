@@ -50,7 +50,11 @@ impl CheckpointDriver {
     }
 
     /// Does whatever this worker has to do for checkpoints now; true when
-    /// it started one (the caller wakes the other workers). Errors fail
+    /// the others must be woken: it started one, began its round 2 (an
+    /// idle worker that did its round 1 sleeps until woken: without the
+    /// wake, a checkpoint that another worker's full log waits for would
+    /// never finish), or finished one (tasks may wait for the log room it
+    /// freed). Errors fail
     /// the store (the checkpoint is abandoned; the previous one holds).
     pub(crate) fn step(&mut self, wb: &mut WorkerBuffer) -> bool {
         let bm = wb.manager_arc();
@@ -75,7 +79,7 @@ impl CheckpointDriver {
                 log.seal_tail();
                 let start = log.next_block();
                 self.done_round = round;
-                control.ack_round1(self.worker, start, || wal.next_seq());
+                return control.ack_round1(self.worker, start, || wal.next_seq());
             }
             Phase::Round2 if self.done_round != round => {
                 if !self.flushing {
@@ -109,7 +113,10 @@ impl CheckpointDriver {
                 self.syncing = false;
                 self.finishing = false;
                 match synced.and_then(|()| finish(wb)) {
-                    Ok(()) => control.finish(true),
+                    Ok(()) => {
+                        control.finish(true);
+                        return true;
+                    }
                     Err(e) => self.fail(wb, e),
                 }
             }

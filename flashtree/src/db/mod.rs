@@ -176,6 +176,10 @@ pub struct DbStats {
     pub log_record_bytes: u64,
     /// Checkpoints completed since open (the one written at open counts).
     pub checkpoints: u64,
+    /// Times a commit waited (parked) for room in its worker's log, which
+    /// a log flush or a checkpoint makes: a log too small for the write
+    /// rate shows here (raise `wal_bytes_per_worker`).
+    pub log_room_waits: u64,
     /// What recovery did at open.
     pub recovery: RecoveryStats,
 }
@@ -731,6 +735,7 @@ impl Db {
             stats.log_syncs += w.log_syncs.load(Ordering::Relaxed);
             stats.log_bytes += w.log_bytes.load(Ordering::Relaxed);
             stats.log_record_bytes += w.log_record_bytes.load(Ordering::Relaxed);
+            stats.log_room_waits += w.log_room_waits.load(Ordering::Relaxed);
         }
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         stats.checkpoints = 1 + self.inner.bm.wal().checkpoints.completed();
@@ -1386,9 +1391,10 @@ impl TaskCtx {
                     self.reads.note_miss(false);
                     worker::wait_loaded(pid).await
                 }
-                Err(BatchStop::Restart(_)) | Err(BatchStop::NoLogRoom) => {
-                    crate::sched::yield_busy().await
+                Err(BatchStop::NoLogRoom { record_bytes }) => {
+                    worker::wait_log_room(record_bytes).await
                 }
+                Err(BatchStop::Restart(_)) => crate::sched::yield_busy().await,
                 Err(BatchStop::ParentFull { entry, need_bytes }) => {
                     if need_bytes > PAGE_SIZE / 3 {
                         return Err(Error::InvalidArgument(format!(

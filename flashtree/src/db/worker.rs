@@ -42,6 +42,7 @@ pub(crate) struct WorkerShared {
     pub(crate) log_syncs: AtomicU64,
     pub(crate) log_bytes: AtomicU64,
     pub(crate) log_record_bytes: AtomicU64,
+    pub(crate) log_room_waits: AtomicU64,
     /// Some task of this worker waits for a commit to become durable:
     /// workers whose log becomes durable wake this one.
     commit_waiting: AtomicBool,
@@ -97,6 +98,8 @@ impl WorkerShared {
         self.page_reads.store(stats.page_reads, Ordering::Relaxed);
         self.page_writes.store(stats.page_writes, Ordering::Relaxed);
         self.evictions.store(stats.evictions, Ordering::Relaxed);
+        self.log_room_waits
+            .store(stats.log_room_waits, Ordering::Relaxed);
         if let Some(log) = wb.log() {
             self.log_groups.store(log.stats.groups, Ordering::Relaxed);
             self.log_syncs.store(log.stats.syncs, Ordering::Relaxed);
@@ -241,9 +244,10 @@ pub(crate) async fn run_op<T>(
                 reads.note_miss(false);
                 wait_loaded(pid).await
             }
-            Err(OpError::Restart(Restart::Retry | Restart::NoFrame | Restart::LogFull)) => {
-                yield_busy().await
+            Err(OpError::Restart(Restart::LogFull)) => {
+                wait_log_room(step::MAX_STEP_RECORD_BYTES).await
             }
+            Err(OpError::Restart(Restart::Retry | Restart::NoFrame)) => yield_busy().await,
         }
     }
 }
@@ -301,6 +305,35 @@ pub(crate) async fn wait_durable(seq: u64) -> Result<()> {
             return Poll::Ready(Err(with_local(|wb| wb.manager().wal().failure_error())));
         }
         with_local(|wb| wb.wait_durable(seq, task));
+        park_current();
+        Poll::Pending
+    })
+    .await
+}
+
+/// Waits, parked, until this worker's log has room for a group of
+/// `record_bytes` (its flush completed, or a checkpoint let the log reuse
+/// its blocks), or the store failed: the caller's next step finds out.
+pub(crate) async fn wait_log_room(record_bytes: usize) {
+    let task = current_task().expect("wait_log_room outside a task");
+    let mut registered = false;
+    std::future::poll_fn(|_| {
+        if registered {
+            // Only the loop's wake of the waiters polls a parked task.
+            return Poll::Ready(());
+        }
+        let ready = with_local(|wb| {
+            if wb.manager().wal().has_failed() || wb.log_has_room(record_bytes) {
+                return true;
+            }
+            wb.flush_log(true);
+            wb.wait_log_room(record_bytes, task);
+            false
+        });
+        if ready {
+            return Poll::Ready(());
+        }
+        registered = true;
         park_current();
         Poll::Pending
     })
@@ -380,6 +413,7 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
             }
         }
         wb.wake_commit_waiters(&mut |task| exec.wake(task));
+        wb.wake_log_room_waiters(&mut |task| exec.wake(task));
         if wb.log_durable_events != durable_events {
             durable_events = wb.log_durable_events;
             for (w, other) in shared.iter().enumerate() {
@@ -406,9 +440,12 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
                 break;
             }
             me.sleep_until_job(&shutdown);
-        } else if exec.ready_count() == 0 && wb.io_in_flight() == 0 && wb.commit_waiter_count() > 0
+        } else if exec.ready_count() == 0
+            && wb.io_in_flight() == 0
+            && (wb.commit_waiter_count() > 0 || wb.log_room_waiter_count() > 0)
         {
-            // Commits wait for another worker's log.
+            // Commits wait for another worker's log, or for log room that
+            // another worker's part of a checkpoint frees.
             me.sleep_briefly(COMMIT_WAIT_SLEEP);
         } else if exec.ready_count() == 0 && wb.io_in_flight() == 0 {
             if let Some(deadline) = exec.next_timer() {

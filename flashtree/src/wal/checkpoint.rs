@@ -112,7 +112,14 @@ impl CheckpointControl {
 
     /// Worker `worker` recorded its start block (round 1). `next_seq`
     /// gives the next sequence number, read if this was the last worker.
-    pub fn ack_round1(&self, worker: usize, start_block: u64, next_seq: impl FnOnce() -> u64) {
+    /// True when it was the last: round 2 begins, and every other worker
+    /// must be woken to do its part (an idle one sleeps until woken).
+    pub fn ack_round1(
+        &self,
+        worker: usize,
+        start_block: u64,
+        next_seq: impl FnOnce() -> u64,
+    ) -> bool {
         self.starts[worker].0.store(start_block, Ordering::Release);
         let mut c = self.lock();
         debug_assert_eq!(c.phase, Phase::Round1);
@@ -123,7 +130,9 @@ impl CheckpointControl {
             c.phase = Phase::Round2;
             c.round += 1;
             c.acks = 0;
+            return true;
         }
+        false
     }
 
     /// Worker finished writing its pages (round 2). True when it was the
