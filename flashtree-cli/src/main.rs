@@ -60,7 +60,7 @@ enum BenchCommand {
     /// Load N records, then run random lookups on flashtree.
     Lookup(flashtree_bench::lookup::LookupArgs),
     /// Run one workload on several engines with equal resources and compare.
-    Compare(flashtree_bench::compare::CompareArgs),
+    Compare(Box<flashtree_bench::compare::CompareArgs>),
     /// Durable commits (Durability::Sync): group commit and latency beside the device's write+fdatasync.
     Commit(flashtree_bench::durable::CommitArgs),
     /// Recovery after SIGKILL with a large log, beside the device's sequential reads.
@@ -118,7 +118,7 @@ fn main() {
     let result = match cli.command {
         Command::Iobench(args) => flashtree_bench::iobench::run(args),
         Command::Bench(BenchCommand::Lookup(args)) => flashtree_bench::lookup::run(args),
-        Command::Bench(BenchCommand::Compare(args)) => flashtree_bench::compare::run(args),
+        Command::Bench(BenchCommand::Compare(args)) => flashtree_bench::compare::run(*args),
         Command::Bench(BenchCommand::Commit(args)) => flashtree_bench::durable::run_commit(args),
         Command::Bench(BenchCommand::Recover(args)) => flashtree_bench::durable::run_recover(args),
         Command::Check(args) => check(args),
