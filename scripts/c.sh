@@ -41,10 +41,10 @@ if [ "${1:-}" = "--test" ]; then
   static_libs=$(pkg-config --static --libs flashtree)
   cc "${cflags[@]}" examples/c/kv.c $(pkg-config --cflags flashtree) \
     ${static_libs/-lflashtree/-l:libflashtree.a} -o "$out/kv-static"
-  if ! ldd "$out/kv-shared" | grep -q 'libflashtree\.so'; then
+  if ! ldd "$out/kv-shared" | grep 'libflashtree\.so' >/dev/null; then
     echo "c: kv-shared does not load libflashtree.so" >&2; exit 1
   fi
-  if ldd "$out/kv-static" | grep -q libflashtree; then
+  if ldd "$out/kv-static" | grep libflashtree >/dev/null; then
     echo "c: kv-static loads libflashtree.so" >&2; exit 1
   fi
   echo "c: kv against libflashtree.so"
