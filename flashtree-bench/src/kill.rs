@@ -1154,7 +1154,8 @@ pub fn run(spec: &KillSpec) -> Result<(), String> {
 fn print_table(rows: &[KillRow]) {
     let what = match rows.first().map(|r| r.workload.as_str()) {
         Some("tpcc") => {
-            "acknowledged: New-Orders; checked: New-Orders (order, lines, index, new-order row)"
+            "acknowledged: New-Orders; checked: New-Orders (order, lines, index, new-order row); \
+             consistency: TPC-C conditions 1-4 after the reopen"
         }
         Some("ycsb-a") => "acknowledged: updates; checked: keys updated",
         _ => "acknowledged: puts; checked: keys written",
@@ -1192,7 +1193,7 @@ fn print_table(rows: &[KillRow]) {
             r.consistency_checks.as_deref().unwrap_or("-")
         );
     }
-    println!("{what}; consistency: TPC-C conditions 1-4 after the reopen");
+    println!("{what}");
     println!("replayed:");
     for r in rows {
         let groups = r
