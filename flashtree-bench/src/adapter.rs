@@ -198,7 +198,11 @@ impl FlashtreeEngine {
 
     /// Runs `make(handle, task_index, task_count)` on every task and returns
     /// what each returned (any order). Blocks until all tasks finish.
-    fn run_tasks<T, F, Fut>(&self, tasks_per_worker: usize, make: F) -> Result<Vec<T>, String>
+    pub(crate) fn run_tasks<T, F, Fut>(
+        &self,
+        tasks_per_worker: usize,
+        make: F,
+    ) -> Result<Vec<T>, String>
     where
         T: Send + 'static,
         F: Fn(FlashtreeKv, usize, usize) -> Fut + Send + Sync + 'static,

@@ -529,9 +529,11 @@ pub struct RecoverArgs {
     /// Buffer pool.
     #[arg(long, default_value = "128MiB")]
     pub pool: String,
-    /// Distinct keys the batches put.
-    #[arg(long, default_value_t = 1_000_000)]
-    pub keys: u64,
+    /// Distinct keys the batches put (default 1000000); with --engines,
+    /// the keys written (`puts`, default 1000000) or the YCSB records
+    /// loaded (`ycsb-a`, default 100000).
+    #[arg(long)]
+    pub keys: Option<u64>,
     /// Puts per batch.
     #[arg(long, default_value_t = 64)]
     pub batch: usize,
@@ -539,20 +541,52 @@ pub struct RecoverArgs {
     #[arg(long)]
     pub json: bool,
     /// The same crash on each of these engines instead (e.g.
-    /// flashtree,rocksdb,wiredtiger,lmdb; also redb, fjall): synced puts
-    /// (single, batch, batch with early lock release, in turn) from
-    /// --threads threads for --seconds, SIGKILL, reopen (timed
-    /// until the first read), every acknowledged put checked. --path is
-    /// the parent directory, --pool each engine's memory, --keys the keys
-    /// written. Fails if an engine lost an acknowledged commit.
+    /// flashtree,rocksdb,wiredtiger,lmdb; also redb, fjall): a child
+    /// process commits --workload in sync mode from --threads threads
+    /// (flashtree: tasks of one worker) for --seconds, SIGKILL, reopen
+    /// (timed until the first read), every acknowledged commit checked
+    /// (and for tpcc the TPC-C consistency conditions 1-4). --path is the
+    /// parent directory, --pool each engine's memory. One table (or JSON
+    /// line) per engine: reopen and first-read seconds, data replayed
+    /// (flashtree's log bytes replayed; a peer's log files on disk before
+    /// the reopen), acknowledged commits lost. Fails if an engine lost an
+    /// acknowledged commit or broke a consistency condition.
     #[arg(long)]
     pub engines: Option<String>,
+    /// With --engines: what the child commits. puts: each thread puts
+    /// over its own --keys share (single put, batch, batch with early lock
+    /// release, in turn). ycsb-a: --keys YCSB records loaded, then YCSB-A
+    /// (50% reads, 50% updates, zipfian), each update acknowledged with a
+    /// version in its value. tpcc: --warehouses loaded (reduced scale),
+    /// then the TPC-C mix, each transaction one atomic batch, each
+    /// New-Order acknowledged; after the reopen, every acknowledged order
+    /// looked up and the TPC-C consistency conditions 1-4 checked. The
+    /// ycsb-a and tpcc loads (also in sync) end with a clean close; the
+    /// clock starts after the reopen.
+    #[arg(long, value_enum, default_value_t = crate::kill::RecoverWorkload::Puts)]
+    pub workload: crate::kill::RecoverWorkload,
     /// With --engines: seconds of writing before the kill.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
     /// With --engines: writing threads.
     #[arg(long, default_value_t = 8)]
     pub threads: usize,
+    /// With --engines --workload tpcc: warehouses.
+    #[arg(long, default_value_t = 1)]
+    pub warehouses: u32,
+    /// With --engines --workload tpcc: the specification's scale (100000
+    /// items, 3000 customers per district) instead of the reduced one
+    /// (1000 items, 30 customers per district).
+    #[arg(long)]
+    pub tpcc_full: bool,
+}
+
+impl RecoverArgs {
+    /// --keys, or the default of the mode.
+    fn keys(&self) -> u64 {
+        let ycsb = self.engines.is_some() && self.workload == crate::kill::RecoverWorkload::YcsbA;
+        self.keys.unwrap_or(if ycsb { 100_000 } else { 1_000_000 })
+    }
 }
 
 fn kill_spec(args: &RecoverArgs, engines: &str) -> Result<crate::kill::KillSpec, String> {
@@ -571,15 +605,20 @@ fn kill_spec(args: &RecoverArgs, engines: &str) -> Result<crate::kill::KillSpec,
             )));
         }
     }
-    Ok(crate::kill::KillSpec {
+    let spec = crate::kill::KillSpec {
         engines,
         dir: args.path.clone(),
         memory_bytes: parse_size_bytes(&args.pool).map_err(usage_error)?,
         threads: args.threads,
-        keys: args.keys,
+        keys: args.keys(),
         seconds: args.seconds,
         json: args.json,
-    })
+        workload: args.workload,
+        warehouses: args.warehouses,
+        tpcc_full: args.tpcc_full,
+    };
+    spec.validate().map_err(usage_error)?;
+    Ok(spec)
 }
 
 /// The environment variable that makes `bench recover` the writing child.
@@ -604,7 +643,7 @@ fn recover_batch(args: &RecoverArgs, n: u64) -> Vec<(u64, Vec<u8>)> {
     let mut rng = rand::rngs::StdRng::seed_from_u64(n);
     (0..args.batch)
         .map(|_| {
-            let i = rng.random_range(0..args.keys);
+            let i = rng.random_range(0..args.keys());
             (i, value_of(i, n))
         })
         .collect()
@@ -678,8 +717,11 @@ pub fn run_recover(args: RecoverArgs) -> Result<(), String> {
             None => crate::kill::run(&spec),
         };
     }
+    if args.workload != crate::kill::RecoverWorkload::Puts {
+        return Err(usage_error("--workload needs --engines"));
+    }
     let log_bytes = parse_size_bytes(&args.log_bytes).map_err(usage_error)?;
-    if args.batch == 0 || args.keys == 0 {
+    if args.batch == 0 || args.keys() == 0 {
         return Err(usage_error("--batch and --keys must be > 0"));
     }
     if std::env::var_os(RECOVER_CHILD_ENV).is_some() {

@@ -63,7 +63,8 @@ enum BenchCommand {
     Compare(Box<flashtree_bench::compare::CompareArgs>),
     /// Durable commits (Durability::Sync): group commit and latency beside the device's write+fdatasync.
     Commit(flashtree_bench::durable::CommitArgs),
-    /// Recovery after SIGKILL with a large log, beside the device's sequential reads.
+    /// Recovery after SIGKILL with a large log, beside the device's sequential reads;
+    /// with --engines, SIGKILL of a synced workload (puts, ycsb-a, tpcc) on every engine.
     Recover(flashtree_bench::durable::RecoverArgs),
 }
 
