@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs every headline measurement of the closing notes, one after another,
 # on files under $DIR (default ./bench-data), and logs to results/.
-# Usage: bash scripts/headline.sh [io|lookup|model|compare|ycsb|all]
+# Usage: bash scripts/headline.sh [io|lookup|model|compare|ycsb|durable|all]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
@@ -56,5 +56,31 @@ if [[ $what == ycsb || $what == all ]]; then
   echo "## issue 4: YCSB A-F in memory (0.25: every engine's data fits) and 10x out of memory, core 0"
   $FT bench compare --workload ycsb --data-factor 0.25,10 --engines flashtree,rocksdb,wiredtiger,lmdb \
       --memory 128MiB --cores 0 --seconds 5 --threads 16,64 --tasks 256 --dir "$DIR/compare"
+fi
+if [[ $what == durable || $what == all ]]; then
+  # Every engine commits to disk (--durability sync). flashtree gets a 2 GiB
+  # log per worker and a checkpoint per 1 GiB of log (see README).
+  wal=(--wal-per-worker 2GiB --checkpoint-log 1GiB)
+  echo "## issue 15: TPC-C in sync, 3 interleaved rounds, 10x out of memory on core 0"
+  $FT bench compare --workload tpcc --durability sync --engines flashtree,rocksdb,wiredtiger \
+      --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 16,64,256 --rounds 3 \
+      "${wal[@]}" --dir "$DIR/durable" --keep-data
+  echo "## issue 15: flashtree TPC-C sync vs none, 3 interleaved pairs on the data above"
+  for pair in 1 2 3; do
+    for mode in none sync; do
+      $FT bench compare --workload tpcc --durability $mode --engines flashtree \
+          --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --tasks 128 \
+          "${wal[@]}" --dir "$DIR/durable" --keep-data --reuse-data
+    done
+  done
+  echo "## issue 15: YCSB-A in sync, 3 interleaved rounds"
+  $FT bench compare --workload ycsb-a --durability sync --engines flashtree,rocksdb \
+      --memory 128MiB --data-factor 10 --cores 0 --seconds 10 --threads 16,64,256 --rounds 3 \
+      "${wal[@]}" --dir "$DIR/durable"
+  echo "## issue 15: SIGKILL of every engine in sync, then reopen and check every acknowledged commit"
+  for workload in puts ycsb-a tpcc; do
+    $FT bench recover --engines flashtree,rocksdb,wiredtiger,lmdb,redb,fjall --workload $workload \
+        --seconds 5 --threads 8 --path "$DIR/recover-$workload"
+  done
 fi
 echo "# log: $log"
