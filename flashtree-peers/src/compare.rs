@@ -95,8 +95,9 @@ pub struct CompareArgs {
     #[arg(long)]
     pub keep_data: bool,
     /// Skip the load of an engine whose DIR/<engine> a --keep-data run left
-    /// loaded with the same workload and record count (DIR/<engine>.loaded
-    /// says so; the report gives that load's rate); load as usual otherwise.
+    /// loaded with the same workload and record count, and for the peers
+    /// the same --durability (DIR/<engine>.loaded says so; the report gives
+    /// that load's rate); load as usual otherwise.
     /// For repeated runs on one dataset, e.g. interleaved with another tool.
     #[arg(long)]
     pub reuse_data: bool,
@@ -636,7 +637,7 @@ fn run_engine(
 ) -> Result<EngineRun, String> {
     let dir = args.dir.join(name);
     let marker = args.dir.join(format!("{name}.loaded"));
-    let loaded_key = format!("{} records={}", workload.name(), workload.records_count());
+    let loaded_key = loaded_key(name, workload, args.durability);
     let reused_load_rate = args
         .reuse_data
         .then(|| std::fs::read_to_string(&marker).ok())
@@ -689,6 +690,24 @@ fn run_engine(
             .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
     }
     result
+}
+
+/// What a `DIR/<engine>.loaded` marker says was loaded: the workload and
+/// its record count, and for engines whose files depend on the durability
+/// mode, the mode. WiredTiger is one: data loaded with logging off and then
+/// run with it on lost every acknowledged commit after a kill
+/// (`bench recover --workload tpcc`), so a `sync` run must not reuse a
+/// `none` load. flashtree's clean close writes every dirty page in every
+/// mode, and a logged open starts its logs from that state, so its `none`
+/// and `sync` runs may share one load, as the interleaved
+/// `sync`-against-`none` pairs do.
+fn loaded_key(engine: &str, workload: &Workload, durability: crate::DurabilityMode) -> String {
+    let key = format!("{} records={}", workload.name(), workload.records_count());
+    if engine == "flashtree" {
+        key
+    } else {
+        format!("{key} durability={}", durability.name())
+    }
 }
 
 /// The load rate a `DIR/<engine>.loaded` marker gives, if it marks a load
@@ -993,6 +1012,13 @@ mod tests {
         assert_eq!(
             loaded_rate("lookup records=2000", "lookup records=2000"),
             None
+        );
+        // A peer's load in another durability mode is not reused.
+        let marker = "tpcc records=10 durability=none load_records_per_sec=5\n";
+        assert_eq!(loaded_rate(marker, "tpcc records=10 durability=sync"), None);
+        assert_eq!(
+            loaded_rate(marker, "tpcc records=10 durability=none"),
+            Some(5.0)
         );
     }
 }
