@@ -693,17 +693,11 @@ fn run_engine(
 }
 
 /// What a `DIR/<engine>.loaded` marker says was loaded: the workload and
-/// its record count, and for engines whose files depend on the durability
-/// mode, the mode. WiredTiger is one: data loaded with logging off and then
-/// run with it on lost every acknowledged commit after a kill
-/// (`bench recover --workload tpcc`), so a `sync` run must not reuse a
-/// `none` load. flashtree's clean close writes every dirty page in every
-/// mode, and a logged open starts its logs from that state, so its `none`
-/// and `sync` runs may share one load, as the interleaved
-/// `sync`-against-`none` pairs do.
+/// its record count, and the durability mode unless the engine's load
+/// serves every mode ([`crate::adapters::load_serves_every_durability`]).
 fn loaded_key(engine: &str, workload: &Workload, durability: crate::DurabilityMode) -> String {
     let key = format!("{} records={}", workload.name(), workload.records_count());
-    if engine == "flashtree" {
+    if crate::adapters::load_serves_every_durability(engine) {
         key
     } else {
         format!("{key} durability={}", durability.name())

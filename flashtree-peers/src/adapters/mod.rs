@@ -66,6 +66,17 @@ pub fn cache_setting(name: &str, memory_bytes: u64) -> String {
     }
 }
 
+/// True when engine `name`'s files, once loaded in one durability mode,
+/// may serve a run in another (`bench compare --reuse-data`). Not so for
+/// the peers: WiredTiger data loaded with logging off and then run with it
+/// on lost every acknowledged commit after a kill (`bench recover
+/// --workload tpcc`), and the others are not known to be safe. flashtree's
+/// clean close writes every dirty page in every mode, and a logged open
+/// starts its logs from that state.
+pub fn load_serves_every_durability(name: &str) -> bool {
+    name == "flashtree"
+}
+
 /// What engine `name` (a peer or flashtree) does for durability in `mode`:
 /// the report's per-engine line. An engine that lacks the mode runs the
 /// nearest one, and the line says so.

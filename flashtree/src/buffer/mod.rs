@@ -979,13 +979,12 @@ impl WorkerBuffer {
     }
 
     /// Wakes the tasks waiting for log room that now fit (all of them when
-    /// the store failed: they find out). Returns how many.
-    pub fn wake_log_room_waiters(&mut self, wake: &mut dyn FnMut(TaskId)) -> usize {
+    /// the store failed: they find out).
+    pub fn wake_log_room_waiters(&mut self, wake: &mut dyn FnMut(TaskId)) {
         if self.log_room_waiters.is_empty() {
-            return 0;
+            return;
         }
         let failed = self.bm.wal.has_failed();
-        let before = self.log_room_waiters.len();
         let mut waiters = std::mem::take(&mut self.log_room_waiters);
         waiters.retain(|&(record_bytes, task)| {
             let fits = failed || self.log_has_room(record_bytes);
@@ -995,7 +994,6 @@ impl WorkerBuffer {
             !fits
         });
         self.log_room_waiters = waiters;
-        before - self.log_room_waiters.len()
     }
 
     /// Gives this worker its log.

@@ -141,8 +141,8 @@ pub(crate) enum BatchStop {
     /// `need_bytes` free in the parent first (the separators this step
     /// already put there plus one of the longest).
     ParentFull { entry: usize, need_bytes: usize },
-    /// The log has no room for a group of `record_bytes` now: wait (a
-    /// flush or a checkpoint makes room).
+    /// The log has no room for a group of `record_bytes` now: wait
+    /// (`worker::wait_log_room` starts a flush; a checkpoint frees room).
     NoLogRoom { record_bytes: usize },
     /// A real error.
     Fatal(Error),
@@ -195,7 +195,6 @@ pub(crate) fn apply_step(
     // Room for a group of one page; the group's real size is checked once
     // the step knows which pages it changed.
     if !wb.log_has_room(record_bytes_most(1)) {
-        wb.flush_log(true);
         return Err(BatchStop::NoLogRoom {
             record_bytes: record_bytes_most(1),
         });
@@ -312,7 +311,6 @@ pub(crate) fn apply_step(
         }
         if !wb.log_has_room(record_bytes) {
             roll_back(&mut held);
-            wb.flush_log(true);
             return Err(BatchStop::NoLogRoom { record_bytes });
         }
     }

@@ -266,7 +266,6 @@ pub(crate) async fn run_logged_op<T>(
     run_op(reads, |wb| {
         wb.manager().wal().check()?;
         if !wb.log_has_room(step::MAX_STEP_RECORD_BYTES) {
-            wb.flush_log(true);
             return Err(Restart::LogFull.into());
         }
         step::begin_step();
@@ -312,8 +311,9 @@ pub(crate) async fn wait_durable(seq: u64) -> Result<()> {
 }
 
 /// Waits, parked, until this worker's log has room for a group of
-/// `record_bytes` (its flush completed, or a checkpoint let the log reuse
-/// its blocks), or the store failed: the caller's next step finds out.
+/// `record_bytes` (it starts a flush of what the log holds; room comes when
+/// that completes, or when a checkpoint lets the log reuse its blocks), or
+/// the store failed: the caller's next step finds out.
 pub(crate) async fn wait_log_room(record_bytes: usize) {
     let task = current_task().expect("wait_log_room outside a task");
     let mut registered = false;
