@@ -518,6 +518,20 @@ impl Kv for FlashtreeKv {
             .map_err(engine_error)
     }
 
+    async fn scan_expecting(
+        &self,
+        table: u32,
+        start: &[u8],
+        entries_expected: usize,
+        f: &mut ScanFn<'_>,
+    ) -> Result<(), KvError> {
+        let tree = self.tree(table)?;
+        self.ctx
+            .scan_expecting(tree, start, ScanDirection::Forward, entries_expected, f)
+            .await
+            .map_err(engine_error)
+    }
+
     async fn scan_rev(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         let tree = self.tree(table)?;
         self.ctx

@@ -662,6 +662,17 @@ impl<K: Kv> Kv for Acking<'_, K> {
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         self.kv.scan(table, start, f).await
     }
+    async fn scan_expecting(
+        &self,
+        table: u32,
+        start: &[u8],
+        entries_expected: usize,
+        f: &mut ScanFn<'_>,
+    ) -> Result<(), KvError> {
+        self.kv
+            .scan_expecting(table, start, entries_expected, f)
+            .await
+    }
     async fn scan_rev(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError> {
         self.kv.scan_rev(table, start, f).await
     }

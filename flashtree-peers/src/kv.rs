@@ -166,6 +166,20 @@ pub trait Kv {
     }
     /// Forward scan from `start` (inclusive) in key order; `f` returns false to stop.
     async fn scan(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError>;
+    /// [`Kv::scan`] by a caller that expects about `entries_expected`
+    /// entries (a scan with a limit, as YCSB-E's): an engine may read
+    /// ahead what they need (flashtree's `TaskCtx::scan_expecting`; the
+    /// others keep their own read-ahead). The default ignores the hint.
+    async fn scan_expecting(
+        &self,
+        table: u32,
+        start: &[u8],
+        entries_expected: usize,
+        f: &mut ScanFn<'_>,
+    ) -> Result<(), KvError> {
+        let _ = entries_expected;
+        self.scan(table, start, f).await
+    }
     /// Backward scan from `start` (inclusive): the greatest key <= `start` first.
     async fn scan_rev(&self, table: u32, start: &[u8], f: &mut ScanFn<'_>) -> Result<(), KvError>;
     /// Reads every key of `keys` in `table` and calls `found(index, value)`

@@ -1005,6 +1005,98 @@ fn task_scans_see_every_stable_key_once_while_others_write() {
     db.close().unwrap();
 }
 
+/// Scans of bounded length (`TaskCtx::scan_expecting`, told the length)
+/// from random starts, both ways, by many tasks over a store about 20
+/// times a tiny pool: each returns exactly the keys of its range in order,
+/// whether its leaves were resident, read ahead (and perhaps evicted again
+/// before use) or read on demand; and the scans read leaves ahead.
+#[test]
+fn bounded_scans_out_of_memory_return_exactly_their_ranges() {
+    const KEYS: u64 = 12_000;
+    let dir = tempfile::tempdir().unwrap();
+    let db = Db::open(dir.path(), tiny(1, 40)).unwrap();
+    let tree = db.tree("ranges").unwrap();
+    let key = |i: u64| (i * 3).to_be_bytes();
+    let value = |i: u64| vec![(i % 251) as u8; 60 + (i % 50) as usize];
+    for i in 0..KEYS {
+        db.put(tree, &key(i), &value(i)).unwrap();
+    }
+    let reads_ahead_before = db.stats().read_ahead_reads;
+    let failures = Failures::default();
+    let f = failures.clone();
+    db.run(16, move |ctx| {
+        let f = f.clone();
+        async move {
+            let me = ctx.task_index() as u64;
+            for round in 0..20u64 {
+                let r = splitmix(me * 10_007 + round);
+                let first = r % KEYS;
+                let len = 1 + (r >> 20) % 400;
+                let forward = round % 2 == 0;
+                // Start between keys half of the time (key(i) + 1).
+                let mut start = (first * 3 + (r >> 40) % 2).to_be_bytes().to_vec();
+                if !forward && (r >> 40) % 2 == 1 {
+                    start = (first * 3 - 1).to_be_bytes().to_vec();
+                }
+                let want: Vec<u64> = if forward {
+                    let from = first + (r >> 40) % 2;
+                    (from..KEYS.min(from + len)).collect()
+                } else {
+                    let to = if (r >> 40) % 2 == 1 { first.checked_sub(1) } else { Some(first) };
+                    match to {
+                        Some(to) => (to.saturating_sub(len - 1)..=to).rev().collect(),
+                        None => Vec::new(),
+                    }
+                };
+                let mut got = Vec::new();
+                let mut bad_value = None;
+                let direction = if forward {
+                    ScanDirection::Forward
+                } else {
+                    ScanDirection::Backward
+                };
+                let result = ctx
+                    .scan_expecting(tree, &start, direction, len as usize, |k, v| {
+                        let i = u64::from_be_bytes(k.try_into().unwrap_or([0xFF; 8])) / 3;
+                        if v != value(i).as_slice() {
+                            bad_value = Some(i);
+                            return false;
+                        }
+                        got.push(i);
+                        (got.len() as u64) < len
+                    })
+                    .await;
+                if let Err(e) = result {
+                    return f.add(format!("task {me} round {round}: scan: {e}"));
+                }
+                if let Some(i) = bad_value {
+                    return f.add(format!("task {me} round {round}: wrong value of key {i}"));
+                }
+                if got != want {
+                    return f.add(format!(
+                        "task {me} round {round}: {} keys from {:?} to {:?}, want {} from {:?} to {:?}",
+                        got.len(),
+                        got.first(),
+                        got.last(),
+                        want.len(),
+                        want.first(),
+                        want.last()
+                    ));
+                }
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    let stats = db.stats();
+    assert!(
+        stats.read_ahead_reads > reads_ahead_before,
+        "no leaf was read ahead: {stats:?}"
+    );
+    db.check_tree(tree).unwrap();
+    db.close().unwrap();
+}
+
 /// Tasks that sleep (`sched::sleep_until`) are woken by their worker's loop
 /// (never before their deadlines), with and without I/O in flight, and
 /// their commits go through.

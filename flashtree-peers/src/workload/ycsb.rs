@@ -191,10 +191,15 @@ impl Ycsb {
                 let record = self.choose_record(&mut state.rng);
                 let records_max = state.rng.range(1, SCAN_RECORDS_MAX);
                 let mut seen = 0u64;
-                kv.scan(0, &record_key(record), &mut |_key, _value| {
-                    seen += 1;
-                    seen < records_max
-                })
+                kv.scan_expecting(
+                    0,
+                    &record_key(record),
+                    records_max as usize,
+                    &mut |_key, _value| {
+                        seen += 1;
+                        seen < records_max
+                    },
+                )
                 .await?;
             }
             OpKind::ReadModifyWrite => {

@@ -592,6 +592,7 @@ pub fn scan_leaf(
         direction,
         &mut None,
         &mut key,
+        (&mut Vec::new(), 0),
         &mut |k, v| {
             batch.bytes.extend_from_slice(k);
             batch.bytes.extend_from_slice(v);
@@ -666,7 +667,13 @@ fn scan_position<'a>(
 /// returns false. `visit` runs only once nothing can make the step restart,
 /// so a restarted step never visits an entry twice. On [`ScanStep::Next`],
 /// `from` is where the next step starts, and `cursor` lets it skip the
-/// descent. `key` is scratch space for the visited keys.
+/// descent. `key` is scratch space for the visited keys. `ahead` =
+/// `(pids, wanted)`: `pids` gets (after clearing) up to `wanted` pages
+/// that the scan visits after this leaf, in order, from this leaf's
+/// parent (fewer at the parent's end), for the caller to read ahead;
+/// they were the parent's children when it was validated, and may have
+/// changed since (reading one ahead is then only wasted).
+#[allow(clippy::too_many_arguments)]
 pub fn scan_leaf_visit(
     bm: &BufferManager,
     root: PageId,
@@ -674,8 +681,11 @@ pub fn scan_leaf_visit(
     direction: Direction,
     cursor: &mut Option<ScanCursor>,
     key: &mut Vec<u8>,
+    ahead: (&mut Vec<PageId>, usize),
     visit: &mut dyn FnMut(&[u8], &[u8]) -> bool,
 ) -> OpResult<ScanStep> {
+    let (ahead, ahead_wanted) = ahead;
+    ahead.clear();
     let via_cursor = cursor.is_some();
     let (parent, leaf_o) = scan_position(bm, root, from, cursor)?;
     let leaf = bm.fix_shared(leaf_o.pid())?;
@@ -696,6 +706,15 @@ pub fn scan_leaf_visit(
                 index: i,
                 child: pn.child_at(i),
             });
+            if let Some(first) = next {
+                // Children `0..=count()` (the last is the upper child).
+                let children = pn.count() + 1;
+                let indexes: &mut dyn Iterator<Item = usize> = match direction {
+                    Direction::Forward => &mut (first..children),
+                    Direction::Backward => &mut (0..=first).rev(),
+                };
+                ahead.extend(indexes.take(ahead_wanted).map(|i| pn.child_at(i)));
+            }
             // The leaf is still the one for `from`, and the page id just
             // read is one the parent held.
             p.check()?;

@@ -779,6 +779,8 @@ pub enum Block {
 pub struct WorkerIoStats {
     /// Pages read.
     pub page_reads: u64,
+    /// Of `page_reads`, pages read ahead for a scan (no task waited).
+    pub read_ahead_reads: u64,
     /// Pages written back.
     pub page_writes: u64,
     /// Pages evicted.
@@ -1081,8 +1083,11 @@ impl WorkerBuffer {
         self.channel.in_flight()
     }
 
-    /// Starts loading `pid` for `task` (see [`LoadStart`]).
-    pub fn start_load(&mut self, pid: PageId, task: TaskId) -> Result<LoadStart> {
+    /// Starts loading `pid` for `task` (see [`LoadStart`]); with no task,
+    /// a read ahead: nobody is woken by its completion, and a failed read
+    /// leaves the page evicted, for whoever needs it to read (and fail)
+    /// again.
+    pub fn start_load(&mut self, pid: PageId, task: Option<TaskId>) -> Result<LoadStart> {
         if let Err(OpError::Fatal(e)) = self.bm.check_pid(pid) {
             return Err(e);
         }
@@ -1134,12 +1139,17 @@ impl WorkerBuffer {
                 .store(make(EVICTED, version_of(word) + 1), Ordering::Release);
             return Err(e.into());
         }
-        self.read_waiters[(frame - self.first_frame) as usize] = Some(task);
-        let task_index = task as usize;
-        if task_index >= self.task_reads_in_flight.len() {
-            self.task_reads_in_flight.resize(task_index + 1, 0);
+        self.read_waiters[(frame - self.first_frame) as usize] = task;
+        match task {
+            Some(task) => {
+                let task_index = task as usize;
+                if task_index >= self.task_reads_in_flight.len() {
+                    self.task_reads_in_flight.resize(task_index + 1, 0);
+                }
+                self.task_reads_in_flight[task_index] += 1;
+            }
+            None => self.stats.read_ahead_reads += 1,
         }
-        self.task_reads_in_flight[task_index] += 1;
         self.stats.page_reads += 1;
         Ok(LoadStart::Started)
     }
@@ -1842,8 +1852,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut wb = store(&dir, 12, 16);
         let (reader, waiter, other) = (1, 2, 3);
-        assert!(matches!(wb.start_load(5, reader), Ok(LoadStart::Started)));
-        assert!(matches!(wb.start_load(5, waiter), Ok(LoadStart::Loading)));
+        assert!(matches!(wb.start_load(5, Some(reader)), Ok(LoadStart::Started)));
+        assert!(matches!(wb.start_load(5, Some(waiter)), Ok(LoadStart::Loading)));
         assert!(matches!(
             wb.bm.fix_optimistic(5),
             Err(OpError::Restart(Restart::Loading(5)))

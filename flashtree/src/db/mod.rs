@@ -157,6 +157,8 @@ pub struct Tree {
 pub struct DbStats {
     /// Pages read from the devices.
     pub page_reads: u64,
+    /// Of `page_reads`, leaves a scan read ahead of need.
+    pub read_ahead_reads: u64,
     /// Pages written to the devices.
     pub page_writes: u64,
     /// Pages evicted from the pool.
@@ -729,6 +731,7 @@ impl Db {
         };
         for w in self.inner.workers.iter() {
             stats.page_reads += w.page_reads.load(Ordering::Relaxed);
+            stats.read_ahead_reads += w.read_ahead_reads.load(Ordering::Relaxed);
             stats.page_writes += w.page_writes.load(Ordering::Relaxed);
             stats.evictions += w.evictions.load(Ordering::Relaxed);
             stats.log_groups += w.log_groups.load(Ordering::Relaxed);
@@ -1458,18 +1461,52 @@ impl TaskCtx {
     /// their leaf (writers of that leaf wait): keep it short. It goes from
     /// leaf to leaf through their parent, descending from the root only
     /// when the parent changed or a new parent begins.
+    /// It reads no page ahead: see [`TaskCtx::scan_expecting`].
     pub async fn scan(
         &self,
         tree: Tree,
         start: &[u8],
         direction: Direction,
+        f: impl FnMut(&[u8], &[u8]) -> bool,
+    ) -> Result<()> {
+        self.scan_expecting(tree, start, direction, 0, f).await
+    }
+
+    /// [`TaskCtx::scan`] for a caller that expects to visit about
+    /// `entries_expected` entries (e.g. a scan with a limit). Once the
+    /// scan misses a page (it runs out of memory), it reads ahead, from
+    /// the parent of the leaf it is on, the leaves that the entries still
+    /// expected need at the entries per leaf seen so far, up to
+    /// [`SCAN_READ_AHEAD_MOST_LEAVES`]: the scan then waits for about one
+    /// round of reads rather than one read per leaf. A scan that stops
+    /// earlier than expected leaves those reads wasted; `f` still decides
+    /// where it stops.
+    pub async fn scan_expecting(
+        &self,
+        tree: Tree,
+        start: &[u8],
+        direction: Direction,
+        entries_expected: usize,
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
         let bm = &self.inner.bm;
         let mut from = start.to_vec();
         let mut cursor = None;
         let mut key = Vec::new();
+        let mut ahead = Vec::new();
+        let (mut entries, mut leaves) = (0usize, 0usize);
+        let misses_at_start = self.reads.misses.get();
+        // The next leaves are collected only for a scan that may read ahead.
+        let ahead_collected = if entries_expected > 0 {
+            SCAN_READ_AHEAD_MOST_LEAVES
+        } else {
+            0
+        };
         loop {
+            let mut visit = |k: &[u8], v: &[u8]| {
+                entries += 1;
+                f(k, v)
+            };
             let step = run_op(&self.reads, |_| {
                 tree::scan_leaf_visit(
                     bm,
@@ -1478,16 +1515,37 @@ impl TaskCtx {
                     direction,
                     &mut cursor,
                     &mut key,
-                    &mut f,
+                    (&mut ahead, ahead_collected),
+                    &mut visit,
                 )
             })
             .await?;
             if step != ScanStep::Next {
                 return Ok(());
             }
+            leaves += 1;
+            if self.reads.misses.get() == misses_at_start {
+                continue; // in memory so far
+            }
+            // The leaves the entries still expected need, at the entries
+            // per leaf seen so far.
+            let ahead_wanted = entries_expected
+                .saturating_sub(entries)
+                .div_ceil(entries.div_ceil(leaves).max(1));
+            for &pid in ahead.iter().take(ahead_wanted) {
+                match worker::start_read_ahead(pid) {
+                    Ok(LoadStart::Started | LoadStart::Loading | LoadStart::Resident) => {}
+                    // No frame or no room in the channel now, or a bad page
+                    // id (the scan finds out itself if it needs the page).
+                    Ok(LoadStart::Busy | LoadStart::NoFrame) | Err(_) => break,
+                }
+            }
         }
     }
 }
+
+/// Most leaves a [`TaskCtx::scan`] reads ahead at once.
+pub const SCAN_READ_AHEAD_MOST_LEAVES: usize = 16;
 
 /// Values of a [`Db::multi_get`] (None: absent), in the order of its keys.
 type Values = Vec<Option<Vec<u8>>>;

@@ -36,6 +36,7 @@ pub(crate) struct WorkerShared {
     /// worker has something to look at, such as a checkpoint's round.
     woken: AtomicBool,
     pub(crate) page_reads: AtomicU64,
+    pub(crate) read_ahead_reads: AtomicU64,
     pub(crate) page_writes: AtomicU64,
     pub(crate) evictions: AtomicU64,
     pub(crate) log_groups: AtomicU64,
@@ -96,6 +97,8 @@ impl WorkerShared {
     fn publish(&self, wb: &WorkerBuffer) {
         let stats: &WorkerIoStats = &wb.stats;
         self.page_reads.store(stats.page_reads, Ordering::Relaxed);
+        self.read_ahead_reads
+            .store(stats.read_ahead_reads, Ordering::Relaxed);
         self.page_writes.store(stats.page_writes, Ordering::Relaxed);
         self.evictions.store(stats.evictions, Ordering::Relaxed);
         self.log_room_waits
@@ -145,7 +148,13 @@ pub(crate) fn with_local<R>(f: impl FnOnce(&mut WorkerBuffer) -> R) -> R {
 /// `Started`, wait with [`reads_done`].
 pub(crate) fn start_read(pid: u64) -> Result<LoadStart> {
     let task = current_task().expect("start_read outside a task");
-    with_local(|wb| wb.start_load(pid, task))
+    with_local(|wb| wb.start_load(pid, Some(task)))
+}
+
+/// Starts reading `pid` ahead of need: no task waits for it (see
+/// [`WorkerBuffer::start_load`]).
+pub(crate) fn start_read_ahead(pid: u64) -> Result<LoadStart> {
+    with_local(|wb| wb.start_load(pid, None))
 }
 
 /// A task's page misses, kept by its `TaskCtx`.
@@ -155,12 +164,15 @@ pub(crate) struct TaskReads {
     pub(crate) missed: Cell<bool>,
     /// Page reads this task started.
     pub(crate) started: Cell<u64>,
+    /// Pages this task missed (read, or waited for).
+    pub(crate) misses: Cell<u64>,
 }
 
 impl TaskReads {
     /// Notes a miss; `read_started` when this task's own read went out.
     pub(crate) fn note_miss(&self, read_started: bool) {
         self.missed.set(true);
+        self.misses.set(self.misses.get() + 1);
         self.started
             .set(self.started.get() + u64::from(read_started));
     }
