@@ -276,6 +276,8 @@ pub(crate) mod tests {
             consistency: String::new(),
             profile: None,
             perf_data_path: None,
+            disk_after_load: None,
+            disk_after_run: None,
         }
     }
 
