@@ -1,7 +1,9 @@
 //! `flashtree bench compare`: one workload on several engines with the same
 //! memory budget, cores and durability; writes `results/<timestamp>/` with a
 //! JSON file per run, `report.md` and PNG plots, and with `--json` prints one
-//! summary line per engine. With `--profile`, every timed run is sampled
+//! summary line per engine. Every result gives the space the engine's
+//! directory takes on disk after the load and after the run against the
+//! raw key and value bytes ([`crate::space`]). With `--profile`, every timed run is sampled
 //! with Linux perf and the report says where each engine's CPU time goes.
 //!
 //! Lists of workloads and data factors run every combination in turn, each
@@ -102,7 +104,9 @@ pub struct CompareArgs {
     /// For repeated runs on one dataset, e.g. interleaved with another tool.
     #[arg(long)]
     pub reuse_data: bool,
-    /// Print one JSON summary per engine per line.
+    /// Print one JSON summary per engine per line (with its space
+    /// figures: `raw_bytes`, `disk_bytes_after_load`, `disk_bytes_after_run`,
+    /// `space_amp_after_load`, `space_amp_after_run`; null where n/a).
     #[arg(long)]
     pub json: bool,
     /// Seed of all random numbers.
@@ -359,6 +363,12 @@ pub struct EngineRun {
     pub disk_after_load: Option<DiskUsage>,
     /// The same after the run and the engine's close (None: not measured).
     pub disk_after_run: Option<DiskUsage>,
+    /// The engine's own count of its data file bytes at the end of the
+    /// load ([`crate::EngineCounters::store_bytes`]; None: the engine has
+    /// none, or the load was reused), to cross-check `disk_after_load`.
+    pub engine_store_bytes_after_load: Option<u64>,
+    /// The same after the run, before the close.
+    pub engine_store_bytes_before_close: Option<u64>,
 }
 
 /// The durability line of a report over these engines in `mode`: each
@@ -823,9 +833,12 @@ fn add_disk_after_run(run: &mut EngineRun, dir: &Path) {
             s.disk_bytes_after_run = Some(usage.allocated_bytes);
             run.disk_after_run = Some(usage);
         }
-        Err(error) => s
-            .space_notes
-            .push(format!("disk bytes after the run n/a: {error}")),
+        Err(error) => {
+            s.disk_bytes_after_run = None;
+            run.disk_after_run = None;
+            s.space_notes
+                .push(format!("disk bytes after the run n/a: {error}"));
+        }
     }
     let divisor = match s.raw_bytes_live_after_run {
         Some(live) => Some(live),
@@ -885,7 +898,7 @@ fn measure_engine(
         Some(marker) => LoadFigures::reused(marker, &config.dir),
         None => {
             let loaded = run_phase(engine, workload, &spec)?;
-            LoadFigures::measured(&loaded, &config.dir)
+            LoadFigures::measured(&loaded, &config.dir, engine.counters().store_bytes)
         }
     };
     let run_spec = PhaseSpec {
@@ -1044,6 +1057,8 @@ fn engine_run(
         perf_data_path: best.perf_data_path.clone(),
         disk_after_load: load.disk_usage,
         disk_after_run: None,
+        engine_store_bytes_after_load: load.engine_store_bytes,
+        engine_store_bytes_before_close: counters.store_bytes,
     }
 }
 
@@ -1058,6 +1073,8 @@ struct LoadFigures {
     disk_bytes: Option<u64>,
     /// Those bytes by kind of file (None: reused load, or not measured).
     disk_usage: Option<DiskUsage>,
+    /// The engine's own count of its data file bytes then.
+    engine_store_bytes: Option<u64>,
     /// Why a figure is missing, or where it comes from.
     notes: Vec<String>,
 }
@@ -1065,7 +1082,7 @@ struct LoadFigures {
 impl LoadFigures {
     /// A load just run: its counted bytes, and the directory measured now
     /// (the engine still open).
-    fn measured(loaded: &PhaseResult, dir: &Path) -> LoadFigures {
+    fn measured(loaded: &PhaseResult, dir: &Path, engine_store_bytes: Option<u64>) -> LoadFigures {
         let raw_bytes = loaded.stats.user_bytes_written;
         let mut notes = Vec::new();
         let usage = disk_usage(dir)
@@ -1077,6 +1094,7 @@ impl LoadFigures {
             live_bytes_before_run: Some(raw_bytes),
             disk_bytes: usage.as_ref().map(|u| u.allocated_bytes),
             disk_usage: usage,
+            engine_store_bytes,
             notes,
         }
     }
@@ -1107,6 +1125,7 @@ impl LoadFigures {
             live_bytes_before_run: marker.raw_bytes_live,
             disk_bytes: marker.disk_bytes_after_load,
             disk_usage: None,
+            engine_store_bytes: None,
             notes,
         }
     }
@@ -1247,8 +1266,14 @@ mod tests {
             Some(marker)
         );
         // Old markers: the rate alone.
-        let old = LoadMarker::parse("lookup records=9 load_records_per_sec=3", "lookup records=9");
-        assert_eq!(old.map(|m| (m.raw_bytes, m.disk_bytes_after_load)), Some((None, None)));
+        let old = LoadMarker::parse(
+            "lookup records=9 load_records_per_sec=3",
+            "lookup records=9",
+        );
+        assert_eq!(
+            old.map(|m| (m.raw_bytes, m.disk_bytes_after_load)),
+            Some((None, None))
+        );
         // Anything else is not a marker of this load.
         for bad in [
             "lookup records=9 load_records_per_sec=3 raw_bytes=x",

@@ -278,6 +278,8 @@ pub(crate) mod tests {
             perf_data_path: None,
             disk_after_load: None,
             disk_after_run: None,
+            engine_store_bytes_after_load: None,
+            engine_store_bytes_before_close: None,
         }
     }
 
