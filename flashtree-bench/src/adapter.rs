@@ -324,6 +324,7 @@ impl Engine for FlashtreeEngine {
             reads_count: Some(stats.page_reads),
             writes_count: Some(stats.page_writes),
             log_syncs: Some(stats.log_syncs),
+            store_bytes: Some(stats.pages_allocated.saturating_mul(PAGE_SIZE as u64)),
         }
     }
 

@@ -251,6 +251,98 @@ mod tests {
         assert!(validate(&args).is_ok());
     }
 
+    /// A tiny comparison on flashtree alone (no device-limit file, no
+    /// pinning), with 1 MiB logs: its result carries space figures that
+    /// agree with the store's own count and with what is on disk.
+    #[test]
+    fn a_flashtree_result_carries_plausible_space_figures() {
+        let data = tempfile::tempdir().unwrap();
+        let results = tempfile::tempdir().unwrap();
+        let data_text = data.path().to_string_lossy().to_string();
+        let results_text = results.path().to_string_lossy().to_string();
+        // 8000 YCSB-C records of 1008 bytes (read only): ~8 MB raw.
+        let args = parse(&[
+            "--engines",
+            "flashtree",
+            "--workload",
+            "ycsb-c",
+            "--records",
+            "8000",
+            "--memory",
+            "4MiB",
+            "--cores",
+            "",
+            "--workers",
+            "1",
+            "--tasks",
+            "8",
+            "--backend",
+            "sync",
+            "--seconds",
+            "0.3",
+            "--warmup",
+            "0",
+            "--wal-per-worker",
+            "1MiB",
+            "--checkpoint-log",
+            "512KiB",
+            "--dir",
+            &data_text,
+            "--results",
+            &results_text,
+        ]);
+        let (settings, _, _) = validate(&args).expect("valid arguments");
+        let hooks = Hooks {
+            flashtree: Some(Box::new(move |config: &EngineConfig| {
+                let engine = FlashtreeEngine::open(config, &settings)?;
+                Ok(Box::new(engine) as Box<dyn flashtree_peers::Engine>)
+            })),
+            device_limit: None,
+        };
+        run_compare(&args.peers, &hooks).expect("bench compare");
+        let out = std::fs::read_dir(results.path())
+            .unwrap()
+            .next()
+            .unwrap()
+            .unwrap()
+            .path();
+        let text = std::fs::read_to_string(out.join("flashtree.json")).unwrap();
+        let run: serde_json::Value = serde_json::from_str(&text).unwrap();
+        let field = |name: &str| {
+            run[name]
+                .as_f64()
+                .unwrap_or_else(|| panic!("{name} missing: {run}"))
+        };
+        let raw_bytes = 8000.0 * 1008.0;
+        assert_eq!(field("raw_bytes"), raw_bytes);
+        assert_eq!(field("raw_bytes_live_after_run"), raw_bytes);
+        let after_load = field("disk_bytes_after_load");
+        let after_run = field("disk_bytes_after_run");
+        // The data file holds at least the pages the store allocated, by
+        // its own count; the 1 MiB log is preallocated whole.
+        let store_bytes = field("engine_store_bytes_before_close");
+        assert!(store_bytes >= raw_bytes, "{run}");
+        assert!(after_run >= store_bytes + f64::from(1 << 20), "{run}");
+        assert!(
+            after_load >= field("engine_store_bytes_after_load"),
+            "{run}"
+        );
+        let log_kind = run["disk_after_run"]["allocated_bytes_by_kind"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|kind| kind[0] == "data.ft.walN")
+            .unwrap_or_else(|| panic!("no log in {run}"))
+            .clone();
+        assert_eq!(log_kind[1].as_u64(), Some(1 << 20));
+        // More than the raw bytes (pages, fill, a 16 MiB new store, the
+        // log), less than 4× at this size.
+        for amp in [field("space_amp_after_load"), field("space_amp_after_run")] {
+            assert!(amp > 1.0 && amp < 4.0, "space amp {amp}: {run}");
+        }
+        assert_eq!(field("space_amp_after_run"), after_run / raw_bytes);
+    }
+
     #[test]
     fn bad_values_are_rejected_before_running() {
         for argv in [

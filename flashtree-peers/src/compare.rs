@@ -1,7 +1,9 @@
 //! `flashtree bench compare`: one workload on several engines with the same
 //! memory budget, cores and durability; writes `results/<timestamp>/` with a
 //! JSON file per run, `report.md` and PNG plots, and with `--json` prints one
-//! summary line per engine. With `--profile`, every timed run is sampled
+//! summary line per engine. Every result gives the space the engine's
+//! directory takes on disk after the load and after the run against the
+//! raw key and value bytes ([`crate::space`]). With `--profile`, every timed run is sampled
 //! with Linux perf and the report says where each engine's CPU time goes.
 //!
 //! Lists of workloads and data factors run every combination in turn, each
@@ -19,6 +21,7 @@ use crate::cgroup::MemoryCgroup;
 use crate::driver::{best_index, run_phase, sweep_counts, sweep_threads, PhaseResult, PhaseSpec};
 use crate::engine::{Concurrency, DurabilityMode, Engine, EngineConfig, EngineFactory};
 use crate::job::Phase;
+use crate::space::{disk_usage, space_amp, DiskUsage};
 use crate::sys::{parse_bytes, parse_cores, pin_process_to, Profile};
 use crate::workload::lookup::Lookup;
 use crate::workload::tpcc::{Tpcc, TpccScale};
@@ -101,7 +104,9 @@ pub struct CompareArgs {
     /// For repeated runs on one dataset, e.g. interleaved with another tool.
     #[arg(long)]
     pub reuse_data: bool,
-    /// Print one JSON summary per engine per line.
+    /// Print one JSON summary per engine per line (with its space
+    /// figures: `raw_bytes`, `disk_bytes_after_load`, `disk_bytes_after_run`,
+    /// `space_amp_after_load`, `space_amp_after_run`; null where n/a).
     #[arg(long)]
     pub json: bool,
     /// Seed of all random numbers.
@@ -221,6 +226,28 @@ pub struct Summary {
     pub lat_us_p50: Option<f64>,
     pub lat_us_p99: Option<f64>,
     pub load_records_per_sec: f64,
+    /// Key and value bytes the load committed: the raw user data (null:
+    /// unknown, `space_notes` says why).
+    pub raw_bytes: Option<u64>,
+    /// Key and value bytes live after the run, where the workload knows
+    /// them ([`Workload::live_bytes_after_run`]: lookup, YCSB); null for
+    /// TPC-C, whose `space_amp_after_run` divides by `raw_bytes`.
+    pub raw_bytes_live_after_run: Option<u64>,
+    /// Space the engine's directory took on disk at the end of the load,
+    /// the engine still open ([`crate::space::disk_usage`]: allocated
+    /// blocks, `st_blocks × 512`, of every file under `DIR/<engine>`).
+    pub disk_bytes_after_load: Option<u64>,
+    /// The same after the run (warm-up, sweep and check) and the engine's
+    /// close.
+    pub disk_bytes_after_run: Option<u64>,
+    /// `disk_bytes_after_load / raw_bytes`.
+    pub space_amp_after_load: Option<f64>,
+    /// `disk_bytes_after_run / raw_bytes_live_after_run`, or `/ raw_bytes`
+    /// where the live bytes are unknown (`space_notes` says so).
+    pub space_amp_after_run: Option<f64>,
+    /// Why a space figure is null, what `space_amp_after_run` divides by
+    /// when not the live bytes, and where a reused load's figures come from.
+    pub space_notes: Vec<String>,
 }
 
 #[cfg(test)]
@@ -248,6 +275,13 @@ impl Summary {
             lat_us_p50: None,
             lat_us_p99: None,
             load_records_per_sec: 0.0,
+            raw_bytes: Some(1000 * 136),
+            raw_bytes_live_after_run: Some(1000 * 136),
+            disk_bytes_after_load: Some(200_000),
+            disk_bytes_after_run: Some(300_000),
+            space_amp_after_load: Some(200_000.0 / 136_000.0),
+            space_amp_after_run: Some(300_000.0 / 136_000.0),
+            space_notes: Vec::new(),
         }
     }
 }
@@ -324,6 +358,17 @@ pub struct EngineRun {
     pub profile: Option<Result<Profile, String>>,
     /// The best run's perf.data file, if perf wrote one.
     pub perf_data_path: Option<PathBuf>,
+    /// The engine's directory on disk at the end of the load, by kind of
+    /// file (None: not measured, or the load was reused).
+    pub disk_after_load: Option<DiskUsage>,
+    /// The same after the run and the engine's close (None: not measured).
+    pub disk_after_run: Option<DiskUsage>,
+    /// The engine's own count of its data file bytes at the end of the
+    /// load ([`crate::EngineCounters::store_bytes`]; None: the engine has
+    /// none, or the load was reused), to cross-check `disk_after_load`.
+    pub engine_store_bytes_after_load: Option<u64>,
+    /// The same after the run, before the close.
+    pub engine_store_bytes_before_close: Option<u64>,
 }
 
 /// The durability line of a report over these engines in `mode`: each
@@ -638,15 +683,15 @@ fn run_engine(
     let dir = args.dir.join(name);
     let marker = args.dir.join(format!("{name}.loaded"));
     let loaded_key = loaded_key(name, workload, args.durability);
-    let reused_load_rate = args
+    let reused_load = args
         .reuse_data
         .then(|| std::fs::read_to_string(&marker).ok())
         .flatten()
-        .and_then(|text| loaded_rate(&text, &loaded_key))
+        .and_then(|text| LoadMarker::parse(&text, &loaded_key))
         .filter(|_| dir.exists());
     // A marker outlives its data only until the data is touched again.
     let _ = std::fs::remove_file(&marker);
-    if reused_load_rate.is_none() && dir.exists() {
+    if reused_load.is_none() && dir.exists() {
         std::fs::remove_dir_all(&dir)
             .map_err(|e| format!("cannot clear {}: {e}", dir.display()))?;
     }
@@ -670,11 +715,13 @@ fn run_engine(
             thread_counts,
             memory_limit,
             out_dir,
-            reused_load_rate,
+            reused_load.as_ref(),
         );
         let closed = engine.close();
-        let run = measured?;
-        closed.map(|()| run)
+        let mut run = measured?;
+        closed?;
+        add_disk_after_run(&mut run, &dir);
+        Ok(run)
     });
     if let Some(Ok(group)) = cgroup {
         group.leave()?;
@@ -682,10 +729,14 @@ fn run_engine(
     if !args.keep_data {
         let _ = std::fs::remove_dir_all(&dir);
     } else if let Ok(run) = &result {
-        let text = format!(
-            "{loaded_key} load_records_per_sec={}\n",
-            run.summary.load_records_per_sec
-        );
+        let s = &run.summary;
+        let text = LoadMarker {
+            load_records_per_sec: s.load_records_per_sec,
+            raw_bytes: s.raw_bytes,
+            disk_bytes_after_load: s.disk_bytes_after_load,
+            raw_bytes_live: s.raw_bytes_live_after_run,
+        }
+        .text(&loaded_key);
         std::fs::write(&marker, text)
             .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
     }
@@ -704,14 +755,104 @@ fn loaded_key(engine: &str, workload: &Workload, durability: crate::DurabilityMo
     }
 }
 
-/// The load rate a `DIR/<engine>.loaded` marker gives, if it marks a load
-/// of `loaded_key` (workload name and record count).
-fn loaded_rate(marker_text: &str, loaded_key: &str) -> Option<f64> {
-    let rest = marker_text.trim().strip_prefix(loaded_key)?;
-    rest.trim()
-        .strip_prefix("load_records_per_sec=")?
-        .parse::<f64>()
-        .ok()
+/// What a `DIR/<engine>.loaded` marker says of the load that made the
+/// data: one line, the loaded key ([`loaded_key`]) and then
+/// `load_records_per_sec=R`, followed by those of `raw_bytes=B`,
+/// `disk_bytes_after_load=B` and `raw_bytes_live=B` that are known (a
+/// marker written before they existed has none of them).
+#[derive(Debug, Clone, PartialEq)]
+struct LoadMarker {
+    load_records_per_sec: f64,
+    /// Key and value bytes the load committed.
+    raw_bytes: Option<u64>,
+    /// The directory's allocated bytes at the end of that load.
+    disk_bytes_after_load: Option<u64>,
+    /// Key and value bytes live when the marker was written (after the
+    /// last run on the data), where the workload knows them.
+    raw_bytes_live: Option<u64>,
+}
+
+impl LoadMarker {
+    /// The marker's text for a load of `loaded_key`.
+    fn text(&self, loaded_key: &str) -> String {
+        let mut text = format!(
+            "{loaded_key} load_records_per_sec={}",
+            self.load_records_per_sec
+        );
+        for (name, value) in [
+            ("raw_bytes", self.raw_bytes),
+            ("disk_bytes_after_load", self.disk_bytes_after_load),
+            ("raw_bytes_live", self.raw_bytes_live),
+        ] {
+            if let Some(value) = value {
+                text.push_str(&format!(" {name}={value}"));
+            }
+        }
+        text.push('\n');
+        text
+    }
+
+    /// The marker in `marker_text`, if it marks a load of `loaded_key`
+    /// (workload name and record count, and the durability where it
+    /// matters) and is well formed.
+    fn parse(marker_text: &str, loaded_key: &str) -> Option<LoadMarker> {
+        let rest = marker_text.trim().strip_prefix(loaded_key)?;
+        let mut fields = rest.split_whitespace();
+        let load_records_per_sec = fields
+            .next()?
+            .strip_prefix("load_records_per_sec=")?
+            .parse::<f64>()
+            .ok()?;
+        let mut marker = LoadMarker {
+            load_records_per_sec,
+            raw_bytes: None,
+            disk_bytes_after_load: None,
+            raw_bytes_live: None,
+        };
+        for field in fields {
+            let (name, value) = field.split_once('=')?;
+            let value = value.parse::<u64>().ok()?;
+            let slot = match name {
+                "raw_bytes" => &mut marker.raw_bytes,
+                "disk_bytes_after_load" => &mut marker.disk_bytes_after_load,
+                "raw_bytes_live" => &mut marker.raw_bytes_live,
+                _ => return None,
+            };
+            *slot = Some(value);
+        }
+        Some(marker)
+    }
+}
+
+/// Measures the engine's directory after its close into `run`: disk bytes
+/// after the run and the space amplification after the run.
+fn add_disk_after_run(run: &mut EngineRun, dir: &Path) {
+    let s = &mut run.summary;
+    match disk_usage(dir) {
+        Ok(usage) => {
+            s.disk_bytes_after_run = Some(usage.allocated_bytes);
+            run.disk_after_run = Some(usage);
+        }
+        Err(error) => {
+            s.disk_bytes_after_run = None;
+            run.disk_after_run = None;
+            s.space_notes
+                .push(format!("disk bytes after the run n/a: {error}"));
+        }
+    }
+    let divisor = match s.raw_bytes_live_after_run {
+        Some(live) => Some(live),
+        None => {
+            if s.raw_bytes.is_some() {
+                s.space_notes.push(format!(
+                    "space amp after the run divides by the loaded raw bytes: {} does not track its live bytes",
+                    s.workload
+                ));
+            }
+            s.raw_bytes
+        }
+    };
+    s.space_amp_after_run = space_amp(s.disk_bytes_after_run, divisor);
 }
 
 /// The report's memory line of engine `name`: its cache and, for engines
@@ -740,7 +881,7 @@ fn measure_engine(
     thread_counts: &[usize],
     memory_limit: String,
     out_dir: &Path,
-    reused_load_rate: Option<f64>,
+    reused_load: Option<&LoadMarker>,
 ) -> Result<EngineRun, String> {
     let load_threads = config.cores.len().clamp(1, 8);
     let spec = PhaseSpec {
@@ -753,9 +894,12 @@ fn measure_engine(
         progress: true,
         profile_dir: None,
     };
-    let load_rate = match reused_load_rate {
-        Some(rate) => rate,
-        None => run_phase(engine, workload, &spec)?.ops_per_sec(),
+    let load = match reused_load {
+        Some(marker) => LoadFigures::reused(marker, &config.dir),
+        None => {
+            let loaded = run_phase(engine, workload, &spec)?;
+            LoadFigures::measured(&loaded, &config.dir, engine.counters().store_bytes)
+        }
     };
     let run_spec = PhaseSpec {
         phase: Phase::Run,
@@ -803,7 +947,7 @@ fn measure_engine(
         workload,
         args,
         config,
-        load_rate,
+        load,
         best,
         &sweep,
         memory_limit,
@@ -817,7 +961,7 @@ fn engine_run(
     workload: &Workload,
     args: &CompareArgs,
     config: &EngineConfig,
-    load_records_per_sec: f64,
+    load: LoadFigures,
     best: &PhaseResult,
     sweep: &[PhaseResult],
     memory_limit: String,
@@ -861,7 +1005,16 @@ fn engine_run(
         cpu_us_per_op_sys: per_op_us(best.cpu_sys_s),
         lat_us_p50: quantile_us(0.5),
         lat_us_p99: quantile_us(0.99),
-        load_records_per_sec,
+        load_records_per_sec: load.records_per_sec,
+        raw_bytes: load.raw_bytes,
+        raw_bytes_live_after_run: load
+            .live_bytes_before_run
+            .and_then(|before| workload.live_bytes_after_run(before)),
+        disk_bytes_after_load: load.disk_bytes,
+        disk_bytes_after_run: None,
+        space_amp_after_load: space_amp(load.disk_bytes, load.raw_bytes),
+        space_amp_after_run: None,
+        space_notes: load.notes,
     };
     EngineRun {
         summary,
@@ -902,6 +1055,79 @@ fn engine_run(
         consistency,
         profile: best.profile.clone(),
         perf_data_path: best.perf_data_path.clone(),
+        disk_after_load: load.disk_usage,
+        disk_after_run: None,
+        engine_store_bytes_after_load: load.engine_store_bytes,
+        engine_store_bytes_before_close: counters.store_bytes,
+    }
+}
+
+/// What the load gives the report: its rate and its space figures.
+struct LoadFigures {
+    records_per_sec: f64,
+    /// Key and value bytes the load committed.
+    raw_bytes: Option<u64>,
+    /// Key and value bytes live when the run starts.
+    live_bytes_before_run: Option<u64>,
+    /// The engine directory's allocated bytes at the end of the load.
+    disk_bytes: Option<u64>,
+    /// Those bytes by kind of file (None: reused load, or not measured).
+    disk_usage: Option<DiskUsage>,
+    /// The engine's own count of its data file bytes then.
+    engine_store_bytes: Option<u64>,
+    /// Why a figure is missing, or where it comes from.
+    notes: Vec<String>,
+}
+
+impl LoadFigures {
+    /// A load just run: its counted bytes, and the directory measured now
+    /// (the engine still open).
+    fn measured(loaded: &PhaseResult, dir: &Path, engine_store_bytes: Option<u64>) -> LoadFigures {
+        let raw_bytes = loaded.stats.user_bytes_written;
+        let mut notes = Vec::new();
+        let usage = disk_usage(dir)
+            .map_err(|error| notes.push(format!("disk bytes after the load n/a: {error}")))
+            .ok();
+        LoadFigures {
+            records_per_sec: loaded.ops_per_sec(),
+            raw_bytes: Some(raw_bytes),
+            live_bytes_before_run: Some(raw_bytes),
+            disk_bytes: usage.as_ref().map(|u| u.allocated_bytes),
+            disk_usage: usage,
+            engine_store_bytes,
+            notes,
+        }
+    }
+
+    /// A load reused from a `--keep-data` run: what its marker says.
+    fn reused(marker: &LoadMarker, dir: &Path) -> LoadFigures {
+        let mut notes = vec![format!(
+            "load reused (--reuse-data): the after-load figures are those of the load that made {}, from its marker",
+            dir.display()
+        )];
+        let missing: Vec<&str> = [
+            ("raw_bytes", marker.raw_bytes),
+            ("disk_bytes_after_load", marker.disk_bytes_after_load),
+        ]
+        .iter()
+        .filter(|(_, value)| value.is_none())
+        .map(|(name, _)| *name)
+        .collect();
+        if !missing.is_empty() {
+            notes.push(format!(
+                "n/a: the reused load's marker has no {} (written before bench compare recorded them)",
+                missing.join(" or ")
+            ));
+        }
+        LoadFigures {
+            records_per_sec: marker.load_records_per_sec,
+            raw_bytes: marker.raw_bytes,
+            live_bytes_before_run: marker.raw_bytes_live,
+            disk_bytes: marker.disk_bytes_after_load,
+            disk_usage: None,
+            engine_store_bytes: None,
+            notes,
+        }
     }
 }
 
@@ -997,6 +1223,10 @@ mod tests {
         assert_eq!(civil_from_days(19_723), (2024, 1, 1));
     }
 
+    fn loaded_rate(marker_text: &str, loaded_key: &str) -> Option<f64> {
+        LoadMarker::parse(marker_text, loaded_key).map(|m| m.load_records_per_sec)
+    }
+
     #[test]
     fn load_marker_matches_only_its_load() {
         let marker = "lookup records=2000 load_records_per_sec=1234.5\n";
@@ -1014,5 +1244,78 @@ mod tests {
             loaded_rate(marker, "tpcc records=10 durability=none"),
             Some(5.0)
         );
+        // Nor is one marked with a durability when none is expected.
+        assert_eq!(loaded_rate(marker, "tpcc records=10"), None);
+    }
+
+    #[test]
+    fn load_marker_keeps_the_space_figures_of_its_load() {
+        let marker = LoadMarker {
+            load_records_per_sec: 1234.5,
+            raw_bytes: Some(272_000),
+            disk_bytes_after_load: Some(1_048_576),
+            raw_bytes_live: None,
+        };
+        let text = marker.text("ycsb-a records=2000");
+        assert_eq!(
+            text,
+            "ycsb-a records=2000 load_records_per_sec=1234.5 raw_bytes=272000 disk_bytes_after_load=1048576\n"
+        );
+        assert_eq!(
+            LoadMarker::parse(&text, "ycsb-a records=2000"),
+            Some(marker)
+        );
+        // Old markers: the rate alone.
+        let old = LoadMarker::parse(
+            "lookup records=9 load_records_per_sec=3",
+            "lookup records=9",
+        );
+        assert_eq!(
+            old.map(|m| (m.raw_bytes, m.disk_bytes_after_load)),
+            Some((None, None))
+        );
+        // Anything else is not a marker of this load.
+        for bad in [
+            "lookup records=9 load_records_per_sec=3 raw_bytes=x",
+            "lookup records=9 load_records_per_sec=3 raw_bytes=-1",
+            "lookup records=9 load_records_per_sec=3 colour=5",
+            "lookup records=9 load_records_per_sec=3 raw_bytes",
+        ] {
+            assert_eq!(LoadMarker::parse(bad, "lookup records=9"), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn space_after_the_run_divides_by_live_bytes_where_known() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("data"), vec![1u8; 64 << 10]).unwrap();
+        let allocated = disk_usage(dir.path()).unwrap().allocated_bytes;
+        let mut run = crate::targets::tests::run("lmdb", 100.0, 1.0, 0.0);
+        run.summary.raw_bytes = Some(16 << 10);
+        run.summary.raw_bytes_live_after_run = Some(32 << 10);
+        run.summary.space_notes.clear();
+        add_disk_after_run(&mut run, dir.path());
+        assert_eq!(run.summary.disk_bytes_after_run, Some(allocated));
+        assert_eq!(
+            run.summary.space_amp_after_run,
+            Some(allocated as f64 / (32 << 10) as f64)
+        );
+        assert!(run.summary.space_notes.is_empty());
+        // Live bytes unknown: the loaded bytes, and a note says so.
+        run.summary.raw_bytes_live_after_run = None;
+        run.summary.workload = "tpcc".into();
+        add_disk_after_run(&mut run, dir.path());
+        assert_eq!(
+            run.summary.space_amp_after_run,
+            Some(allocated as f64 / (16 << 10) as f64)
+        );
+        assert!(run.summary.space_notes[0].contains("loaded raw bytes"));
+        // A directory that is gone: n/a, and why.
+        let gone = dir.path().join("gone");
+        run.summary.space_notes.clear();
+        add_disk_after_run(&mut run, &gone);
+        assert_eq!(run.summary.disk_bytes_after_run, None);
+        assert_eq!(run.summary.space_amp_after_run, None);
+        assert!(run.summary.space_notes[0].starts_with("disk bytes after the run n/a"));
     }
 }

@@ -163,8 +163,12 @@ pub fn run_phase(
         Some((path, Err(error))) => (path.exists().then_some(path), Some(Err(error))),
         None => (None, None),
     };
+    let mut stats = TaskStats::merge_all(&all);
+    if spec.phase == Phase::Load {
+        stats.user_bytes_written = control.loaded_bytes();
+    }
     Ok(PhaseResult {
-        stats: TaskStats::merge_all(&all),
+        stats,
         wall_s,
         cpu_s: cpu_user_s + cpu_sys_s,
         cpu_user_s,

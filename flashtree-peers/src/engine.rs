@@ -85,6 +85,10 @@ pub struct EngineCounters {
     /// Log syncs (fsync/fdatasync of the log, or durable log writes)
     /// since open, from the engine's own counters.
     pub log_syncs: Option<u64>,
+    /// Bytes of its data file(s) by the engine's own accounting, to
+    /// cross-check the directory's size on disk (flashtree: pages
+    /// allocated × page size, from `Db::stats`; its logs not included).
+    pub store_bytes: Option<u64>,
 }
 
 /// An opened storage engine, as the driver sees it. Object safe.

@@ -142,6 +142,8 @@ pub struct RunControl {
     duration: Duration,
     rate_ops_per_sec: Option<f64>,
     progress_ops: AtomicU64,
+    /// Key and value bytes committed by loaders ([`RunControl::add_loaded_bytes`]).
+    loaded_bytes: AtomicU64,
     seed: u64,
 }
 
@@ -154,6 +156,7 @@ impl RunControl {
             duration,
             rate_ops_per_sec,
             progress_ops: AtomicU64::new(0),
+            loaded_bytes: AtomicU64::new(0),
             seed,
         }
     }
@@ -168,6 +171,16 @@ impl RunControl {
     /// Adds to the progress counter (loaders call this).
     pub fn add_progress(&self, ops: u64) {
         self.progress_ops.fetch_add(ops, Ordering::Relaxed);
+    }
+    /// Adds the key and value bytes of a committed load batch (loaders
+    /// call this, once per batch).
+    pub fn add_loaded_bytes(&self, bytes: u64) {
+        self.loaded_bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+    /// Key and value bytes the loaders committed so far: the raw size of
+    /// the loaded data (space amplification divides by it).
+    pub fn loaded_bytes(&self) -> u64 {
+        self.loaded_bytes.load(Ordering::Relaxed)
     }
     /// When the clock started.
     pub fn start(&self) -> Instant {
@@ -197,7 +210,9 @@ pub struct TaskStats {
     pub commits: u64,
     /// Latency of each commit call in ns (from the call, not the arrival).
     pub commit_latency_ns: Histogram<u64>,
-    /// Bytes of keys and values the commits wrote.
+    /// Bytes of keys and values the commits wrote (a load's: what its
+    /// batches committed, set by the driver from
+    /// [`RunControl::loaded_bytes`]).
     pub user_bytes_written: u64,
 }
 

@@ -65,6 +65,7 @@ pub mod kv;
 pub mod plots;
 pub mod report;
 pub mod rng;
+pub mod space;
 pub mod suite;
 pub mod sys;
 pub mod targets;

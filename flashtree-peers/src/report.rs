@@ -14,6 +14,25 @@ fn optional(value: Option<f64>, precision: usize) -> String {
     value.map_or("–".to_string(), |v| format!("{v:.precision$}"))
 }
 
+/// A space figure, or "n/a" (the report's space section says why).
+fn space_cell(value: Option<f64>, precision: usize) -> String {
+    value.map_or("n/a".to_string(), |v| format!("{v:.precision$}"))
+}
+
+/// Bytes as MB (10^6 bytes), or "n/a".
+fn megabytes(bytes: Option<u64>) -> String {
+    space_cell(bytes.map(|b| b as f64 / 1e6), 1)
+}
+
+/// Space amplification "after load / after run", each "n/a" if unknown.
+pub fn space_amps(summary: &crate::compare::Summary) -> String {
+    format!(
+        "{} / {}",
+        space_cell(summary.space_amp_after_load, 2),
+        space_cell(summary.space_amp_after_run, 2)
+    )
+}
+
 /// CPU µs/op as "total (user + sys)".
 fn cpu_split(run: &EngineRun) -> String {
     let s = &run.summary;
@@ -68,9 +87,12 @@ pub fn write_report(
     );
     let _ = writeln!(
         text,
-        "| engine | ops/s | ÷ flashtree | ÷ device IOPS | CPU µs/op (user + sys) | p50 µs | p99 µs | p99.9 µs | threads (workers×tasks) | read IOPS | write IOPS | load rec/s |"
+        "| engine | ops/s | ÷ flashtree | ÷ device IOPS | CPU µs/op (user + sys) | p50 µs | p99 µs | p99.9 µs | threads (workers×tasks) | read IOPS | write IOPS | load rec/s | space amp (load / run) |"
     );
-    let _ = writeln!(text, "|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        text,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for run in runs {
         let s = &run.summary;
         let concurrency = match (s.threads, s.workers, s.tasks) {
@@ -80,7 +102,7 @@ pub fn write_report(
         };
         let _ = writeln!(
             text,
-            "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} |",
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {} |",
             s.engine,
             s.ops_per_sec,
             optional(flashtree_ops.map(|f| s.ops_per_sec / f), 2),
@@ -93,8 +115,10 @@ pub fn write_report(
             optional(s.read_iops, 0),
             optional(s.write_iops, 0),
             s.load_records_per_sec,
+            space_amps(s),
         );
     }
+    write_space_table(&mut text, runs);
     write_commits_table(&mut text, runs);
     let workload = args.workload.to_ascii_lowercase();
     let shape = crate::targets::RunShape {
@@ -306,6 +330,74 @@ fn write_profile_table(
         "\n(top {} symbols; all of them: perf report -i <file> --stdio --no-children --sort dso,sym)",
         profile.top.len()
     );
+}
+
+/// Kinds of file listed per engine in the space table.
+const SPACE_KINDS_SHOWN: usize = 4;
+
+/// The space section: per engine, raw bytes, bytes on disk after the load
+/// and after the run, space amplification, the largest kinds of file and
+/// the engine's own count; then why any figure is n/a.
+fn write_space_table(text: &mut String, runs: &[EngineRun]) {
+    let _ = writeln!(
+        text,
+        "\n## Space on disk\n\nDisk bytes: the space allocated to the regular files under the engine's directory `DIR/<engine>` (`st_blocks` × 512, hard links once), after the load with the engine still open (what it holds only in memory then is not counted, the logs it wrote are) and after the run once the engine closed. Allocated, not apparent, sizes: a sparse file (LMDB's map) counts only its written blocks; a preallocated or zero-filled file counts whole, such as flashtree's per-worker logs (`wal_bytes_per_worker` each, preallocated in every durability mode) and its data file, grown ahead of use. Raw bytes: the keys and values the load committed; live after the run where the workload knows them (lookup, YCSB), else the space amplification after the run divides by the loaded raw bytes. MB = 10^6 bytes.\n"
+    );
+    let _ = writeln!(
+        text,
+        "| engine | raw MB loaded | raw MB live after run | disk MB after load | disk MB after run | space amp after load | space amp after run | largest files after run (MB) | engine's own count of its data files (MB, after load / before close) |"
+    );
+    let _ = writeln!(text, "|---|---|---|---|---|---|---|---|---|");
+    for run in runs {
+        let s = &run.summary;
+        let kinds = run
+            .disk_after_run
+            .as_ref()
+            .map_or("n/a".to_string(), |usage| {
+                let shown: Vec<String> = usage
+                    .allocated_bytes_by_kind
+                    .iter()
+                    .take(SPACE_KINDS_SHOWN)
+                    .map(|(kind, bytes)| {
+                        format!("`{}` {:.1}", markdown_cell(kind), *bytes as f64 / 1e6)
+                    })
+                    .collect();
+                let more = usage
+                    .allocated_bytes_by_kind
+                    .len()
+                    .saturating_sub(SPACE_KINDS_SHOWN);
+                let mut cell = shown.join(", ");
+                if more > 0 {
+                    let _ = write!(cell, " and {more} more kinds");
+                }
+                cell
+            });
+        let own = match (
+            run.engine_store_bytes_after_load,
+            run.engine_store_bytes_before_close,
+        ) {
+            (None, None) => "–".to_string(),
+            (load, close) => format!("{} / {}", megabytes(load), megabytes(close)),
+        };
+        let _ = writeln!(
+            text,
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            s.engine,
+            megabytes(s.raw_bytes),
+            megabytes(s.raw_bytes_live_after_run),
+            megabytes(s.disk_bytes_after_load),
+            megabytes(s.disk_bytes_after_run),
+            space_cell(s.space_amp_after_load, 2),
+            space_cell(s.space_amp_after_run, 2),
+            kinds,
+            own,
+        );
+    }
+    for run in runs {
+        for note in &run.summary.space_notes {
+            let _ = writeln!(text, "\n- {}: {note}", run.summary.engine);
+        }
+    }
 }
 
 /// The commits of each engine's best run: commits/s, log syncs and commits

@@ -1,7 +1,8 @@
 //! The summary of a suite: several workloads and data factors run by one
 //! `bench compare` (`--workload ycsb --data-factor 0.5,10`). Writes
-//! `summary.md` (ops/s, flashtree ÷ each engine and CPU µs/op per
-//! combination, each linked to its own report), `summary.json` (one line
+//! `summary.md` (ops/s, space amplification after load and after run,
+//! flashtree ÷ each engine and CPU µs/op per combination, each linked to
+//! its own report), `summary.json` (one line
 //! per combination and engine) and `summary.png` (flashtree ÷ each engine).
 
 use std::fmt::Write as _;
@@ -98,6 +99,21 @@ pub fn summary_markdown(args: &CompareArgs, done: &[Combination]) -> String {
             );
         }
         let _ = write!(row, " {} |", cell(c.device_iops, 0));
+        let _ = writeln!(text, "{row}");
+    }
+    let _ = writeln!(
+        text,
+        "\n## Space amplification (after load / after run)\n\nBytes the engine's directory takes on disk (allocated blocks) ÷ raw key and value bytes, after the load and after the run (live raw bytes where the workload knows them, else the loaded ones); n/a: not measurable, the combination's report says why.\n"
+    );
+    header(&mut text, &engines);
+    for c in done {
+        let mut row = row_start(c);
+        for engine in &engines {
+            let amps = c
+                .summary_of(engine)
+                .map_or("–".to_string(), crate::report::space_amps);
+            let _ = write!(row, " {amps} |");
+        }
         let _ = writeln!(text, "{row}");
     }
     if has_flashtree && !peers.is_empty() {
@@ -303,10 +319,27 @@ mod tests {
                 workload: "ycsb-c".into(),
                 data_factor: 10.0,
                 device_iops: None,
-                summaries: vec![summary("flashtree", 50.0, 3.0), summary("lmdb", 100.0, 4.0)],
+                summaries: vec![
+                    summary("flashtree", 50.0, 3.0),
+                    Summary {
+                        space_amp_after_run: None,
+                        ..summary("lmdb", 100.0, 4.0)
+                    },
+                ],
             },
         ];
         let text = summary_markdown(&args, &done);
+        // Space amplification: a column per engine, after load / after run.
+        assert!(
+            text.contains(
+                "| [ycsb-a](ycsb-a-x0.5/report.md) | 0.5 | 1.47 / 2.21 | 1.47 / 2.21 | – |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| [ycsb-c](ycsb-c-x10/report.md) | 10 | 1.47 / 2.21 | – | 1.47 / n/a |"),
+            "{text}"
+        );
         assert!(
             text.contains("| [ycsb-a](ycsb-a-x0.5/report.md) | 0.5 | 300 | 100 | – | 80000 |"),
             "{text}"
@@ -334,6 +367,9 @@ mod tests {
         assert_eq!(lines[1]["engine"], "rocksdb");
         assert_eq!(lines[1]["data_factor"], 0.5);
         assert_eq!(lines[3]["device_iops"], serde_json::Value::Null);
+        assert_eq!(lines[1]["disk_bytes_after_run"], 300_000);
+        assert_eq!(lines[1]["raw_bytes"], 136_000);
+        assert_eq!(lines[3]["space_amp_after_run"], serde_json::Value::Null);
         assert!(
             std::fs::metadata(dir.path().join("summary.png"))
                 .unwrap()

@@ -276,6 +276,10 @@ pub(crate) mod tests {
             consistency: String::new(),
             profile: None,
             perf_data_path: None,
+            disk_after_load: None,
+            disk_after_run: None,
+            engine_store_bytes_after_load: None,
+            engine_store_bytes_before_close: None,
         }
     }
 

@@ -125,6 +125,21 @@ impl Workload {
             Workload::Tpcc(tpcc) => tpcc.dataset_bytes(),
         }
     }
+    /// Key + value bytes of the live data after this workload's runs, on
+    /// a store that held `live_bytes_before` of it before them (the load,
+    /// or a reused load's last live figure); None where the workload does
+    /// not know it cheaply (TPC-C inserts, overwrites with other lengths
+    /// and deletes). Lookup only reads. YCSB overwrites values with values
+    /// of the same length and inserts records numbered from the loaded
+    /// count up, the same keys in every run on a reused load: the live
+    /// records are those of the run that inserted the most.
+    pub fn live_bytes_after_run(&self, live_bytes_before: u64) -> Option<u64> {
+        match self {
+            Workload::Lookup(_) => Some(live_bytes_before),
+            Workload::Ycsb(ycsb) => Some(live_bytes_before.max(ycsb.inserted_bytes())),
+            Workload::Tpcc(_) => None,
+        }
+    }
     /// Loads part `part` of `parts`; returns records inserted.
     pub async fn load_part<K: Kv>(
         &self,
@@ -180,15 +195,19 @@ pub(crate) const LOAD_BATCH_ENTRIES: usize = 64;
 
 /// A loader's writes, committed [`LOAD_BATCH_ENTRIES`] at a time; call
 /// [`LoadBatch::finish`] at the end (dropping it loses the last batch).
+/// Each commit adds its key and value bytes to the control's
+/// [`RunControl::loaded_bytes`].
 pub(crate) struct LoadBatch<'a, K: Kv> {
     kv: &'a K,
+    control: &'a RunControl,
     batch: KvBatch,
 }
 
 impl<'a, K: Kv> LoadBatch<'a, K> {
-    pub(crate) fn new(kv: &'a K) -> Self {
+    pub(crate) fn new(kv: &'a K, control: &'a RunControl) -> Self {
         LoadBatch {
             kv,
+            control,
             batch: KvBatch::new(),
         }
     }
@@ -209,6 +228,8 @@ impl<'a, K: Kv> LoadBatch<'a, K> {
     pub(crate) async fn finish(&mut self) -> Result<(), KvError> {
         if !self.batch.is_empty() {
             self.kv.commit(&self.batch).await?;
+            self.control
+                .add_loaded_bytes(self.batch.data_bytes() as u64);
             self.batch.clear();
         }
         Ok(())
@@ -233,7 +254,7 @@ pub(crate) async fn load_records<K: Kv>(
     let (first, end) = part_range(records_count, part, parts);
     let mut rng = Rng64::new(first ^ seed_salt);
     let mut value = Vec::with_capacity(value_bytes);
-    let mut loading = LoadBatch::new(kv);
+    let mut loading = LoadBatch::new(kv, control);
     for record in first..end {
         fill_value(&mut value, record, value_bytes, &mut rng);
         loading.put(0, &key_of(record), &value).await?;

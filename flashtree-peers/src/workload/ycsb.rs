@@ -127,6 +127,13 @@ impl Ycsb {
     pub fn dataset_bytes(&self) -> u64 {
         self.records_count * (8 + VALUE_BYTES) as u64
     }
+    /// Key + value bytes of the records `0..` the loader and the runs'
+    /// inserts have written so far (every record has an 8-byte key and a
+    /// value of `VALUE_BYTES`; updates and read-modify-writes keep the
+    /// value's length, and nothing is deleted).
+    pub fn inserted_bytes(&self) -> u64 {
+        self.insert_next.load(Ordering::Relaxed) * (8 + VALUE_BYTES) as u64
+    }
     /// Inserts records of part `part`.
     pub async fn load_part<K: Kv>(
         &self,

@@ -37,7 +37,7 @@ pub(super) async fn load_part<K: Kv>(
     let mut records = 0;
     for unit in (0..unit_count).filter(|u| *u as usize % parts.max(1) == part) {
         let mut rng = Rng64::new(0x7C_C000 + unit as u64);
-        let kv = &mut LoadBatch::new(kv);
+        let kv = &mut LoadBatch::new(kv, control);
         let loaded = if unit < ITEM_CHUNKS {
             load_items(tpcc, kv, unit, &mut rng).await?
         } else {
