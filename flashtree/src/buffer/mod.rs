@@ -1852,8 +1852,14 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut wb = store(&dir, 12, 16);
         let (reader, waiter, other) = (1, 2, 3);
-        assert!(matches!(wb.start_load(5, Some(reader)), Ok(LoadStart::Started)));
-        assert!(matches!(wb.start_load(5, Some(waiter)), Ok(LoadStart::Loading)));
+        assert!(matches!(
+            wb.start_load(5, Some(reader)),
+            Ok(LoadStart::Started)
+        ));
+        assert!(matches!(
+            wb.start_load(5, Some(waiter)),
+            Ok(LoadStart::Loading)
+        ));
         assert!(matches!(
             wb.bm.fix_optimistic(5),
             Err(OpError::Restart(Restart::Loading(5)))
