@@ -155,6 +155,21 @@ impl MemoryCgroup {
     /// process into it and starts tracking its limit so that engine `name`'s
     /// page cache gets about `page_cache_bytes` (see the module docs).
     pub fn enter(name: &str, page_cache_bytes: u64) -> Result<Self, String> {
+        // The group holds the whole process: a second one at once (another
+        // comparison in this process) would move it away from the first.
+        if IN_USE.swap(true, Ordering::AcqRel) {
+            return Err(format!(
+                "{name}: another engine run of this process is in a memory cgroup; page-cache engines run one at a time per process"
+            ));
+        }
+        let entered = Self::enter_unique(name, page_cache_bytes);
+        if entered.is_err() {
+            IN_USE.store(false, Ordering::Release);
+        }
+        entered
+    }
+
+    fn enter_unique(name: &str, page_cache_bytes: u64) -> Result<Self, String> {
         let (parent, version) = current_cgroup()?;
         let path = parent.join(format!("flashtree-{name}-{}", std::process::id()));
         if !path.exists() {
@@ -223,8 +238,12 @@ impl MemoryCgroup {
     }
 }
 
+/// A [`MemoryCgroup`] of this process exists.
+static IN_USE: AtomicBool = AtomicBool::new(false);
+
 impl Drop for MemoryCgroup {
     fn drop(&mut self) {
+        IN_USE.store(false, Ordering::Release);
         // `leave` was not called (an error path): at least stop the tracker.
         self.stop.store(true, Ordering::Relaxed);
         if let Some(tracker) = self.tracker.take() {

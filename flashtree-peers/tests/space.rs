@@ -13,10 +13,19 @@ struct Cli {
     args: CompareArgs,
 }
 
+/// One comparison at a time in this process: LMDB's run moves the whole
+/// process into its memory cgroup (`flashtree_peers::cgroup`), so two at
+/// once (the test harness runs tests in parallel threads) would share and
+/// remove each other's group.
+static ONE_COMPARE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 /// Runs `bench compare` with `extra` arguments on top of tiny defaults
 /// (data under `data`, results under `results`, which must be empty);
 /// returns the results directory it made there.
 fn compare(data: &Path, results: &Path, extra: &[&str]) -> PathBuf {
+    let _one = ONE_COMPARE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let data = data.to_string_lossy();
     let results_text = results.to_string_lossy();
     let mut argv = vec![
