@@ -1,4 +1,4 @@
-use flashtree::db::{Db, Options, ScanDirection};
+use flashtree::db::{Db, Durability, Options, ScanDirection};
 
 fn tiny(workers: usize, pages: u64) -> Options {
     Options {
@@ -202,4 +202,60 @@ fn repeated_changes_of_a_leaf_log_deltas() {
         let expected = (updates - 20 + i) as u8;
         assert_eq!(db.get(t, &key(i)).unwrap(), Some(vec![expected; 16]));
     }
+}
+
+/// The size of the first log file of the store in `dir` (0 when absent).
+fn first_log_bytes(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|entry| entry.unwrap())
+        .filter(|entry| entry.file_name().to_string_lossy().ends_with(".wal0"))
+        .map(|entry| entry.metadata().unwrap().len())
+        .sum()
+}
+
+/// An open without a log (`Durability::None`) takes no log space; a
+/// logged open after it preallocates its log and recovers its commits
+/// after a crash-free reopen either way; an unlogged open after a logged
+/// one leaves that log alone and reads everything back.
+#[test]
+fn unlogged_opens_take_no_log_space_and_alternate_with_logged_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let none = Options {
+        durability: Durability::None,
+        ..tiny(1, 64)
+    };
+    let db = Db::open(dir.path(), none.clone()).unwrap();
+    let t = db.tree("t").unwrap();
+    for i in 0..3000 {
+        db.put(t, &key(i), &[1; 50]).unwrap();
+    }
+    db.close().unwrap();
+    assert_eq!(
+        first_log_bytes(dir.path()),
+        0,
+        "an unlogged open made a log"
+    );
+    let logged = tiny(1, 64);
+    let db = Db::open(dir.path(), logged.clone()).unwrap();
+    assert_eq!(first_log_bytes(dir.path()), logged.wal_bytes_per_worker);
+    let t = db.tree("t").unwrap();
+    for i in 3000..6000 {
+        db.put(t, &key(i), &[2; 50]).unwrap();
+    }
+    db.close().unwrap();
+    let db = Db::open(dir.path(), none).unwrap();
+    let t = db.tree("t").unwrap();
+    for i in 0..6000 {
+        let value = db.get(t, &key(i)).unwrap();
+        assert_eq!(
+            value,
+            Some(vec![if i < 3000 { 1 } else { 2 }; 50]),
+            "key {i}"
+        );
+    }
+    db.close().unwrap();
+    let db = Db::open(dir.path(), logged).unwrap();
+    db.check_tree(db.tree("t").unwrap()).unwrap();
+    db.close().unwrap();
 }

@@ -185,14 +185,19 @@ pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened>
     next.number += 1;
     next.log_epoch = rand::random::<u64>() | 1;
     next.log_starts = vec![0; options.workers];
-    next.log_blocks = log_blocks;
-    next.flags = if options.durability.is_logged() {
-        0
+    if options.durability.is_logged() {
+        next.log_blocks = log_blocks;
+        next.flags = 0;
+        for w in 0..options.workers {
+            storage.preallocate_file(first_log_device + w, log_blocks * BLOCK_BYTES as u64)?;
+        }
     } else {
-        FLAG_UNLOGGED_OPEN
-    };
-    for w in 0..options.workers {
-        storage.preallocate_file(first_log_device + w, log_blocks * BLOCK_BYTES as u64)?;
+        // No log is written, and a crash of this open is never recovered
+        // (`FLAG_UNLOGGED_OPEN`): no log space is taken (a later logged
+        // open preallocates its own; log files an earlier one left stay
+        // as they are, unread).
+        next.log_blocks = 0;
+        next.flags = FLAG_UNLOGGED_OPEN;
     }
     write_checkpoint(&vfs, &files, &next)?;
     if recovery.groups > 0 || recovery.groups_dropped > 0 {
