@@ -81,6 +81,15 @@ pub struct LookupArgs {
     /// on the same store, and compare the chosen value with the best.
     #[arg(long)]
     pub tasks_sweep: Option<String>,
+    /// After the main run, reopen the store with each of these worker
+    /// counts (e.g. 1,2), with the same pool and tasks per worker, and
+    /// report lookups/s and the scaling against the first count.
+    #[arg(long)]
+    pub workers_sweep: Option<String>,
+    /// Rounds of --workers-sweep, interleaved (1,2,1,2,…); the scaling is
+    /// the median of the rounds' ratios.
+    #[arg(long, default_value_t = 3)]
+    pub workers_sweep_rounds: usize,
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -158,7 +167,7 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
     if !args.reuse {
         remove_store(&args.path)?;
     }
-    let db = Db::open(&args.path, options).map_err(|e| e.to_string())?;
+    let db = Db::open(&args.path, options.clone()).map_err(|e| e.to_string())?;
     for note in db.notes() {
         eprintln!("note: {note}");
     }
@@ -205,6 +214,19 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
     summary.tasks_reason = tasks_reason;
     let device_after = measure_device()?;
     db.close().map_err(|e| e.to_string())?;
+    let workers_sweep = match &args.workers_sweep {
+        Some(list) => crate::util::parse_list(list, |w| {
+            w.parse::<usize>()
+                .ok()
+                .filter(|w| (1..=256).contains(w))
+                .ok_or_else(|| format!("'{w}' is not a worker count in 1..=256"))
+        })
+        .map_err(usage_error)?,
+        None => Vec::new(),
+    };
+    if !workers_sweep.is_empty() {
+        sweep_workers(&args, &options, &workers_sweep, tasks, pool_bytes)?;
+    }
     if let (Some(before), Some(after)) = (device_before, device_after) {
         let iops = (before + after) / 2.0;
         summary.device_read_iops = Some(iops);
@@ -648,6 +670,71 @@ fn device_read_iops(
         ..IoConfig::default()
     };
     Ok(run_point(&storage, size_bytes, &io, &spec)?.iops)
+}
+
+/// Runs the lookups on the loaded store once per worker count per round,
+/// rounds interleaved, each with the store reopened with that many
+/// workers; prints each point, then per worker count the median lookups/s
+/// and the median of the rounds' ratios to the first count.
+fn sweep_workers(
+    args: &LookupArgs,
+    options: &Options,
+    workers: &[usize],
+    tasks: usize,
+    pool_bytes: u64,
+) -> Result<(), String> {
+    let rounds = args.workers_sweep_rounds.max(1);
+    let mut points: Vec<Vec<LookupSummary>> = workers.iter().map(|_| Vec::new()).collect();
+    for round in 1..=rounds {
+        for (i, &w) in workers.iter().enumerate() {
+            let options = Options {
+                workers: w,
+                ..options.clone()
+            };
+            let db = Db::open(&args.path, options).map_err(|e| e.to_string())?;
+            let tree = db.tree(TREE_NAME).map_err(|e| e.to_string())?;
+            let mut point = run_lookups(&db, tree, args, tasks, pool_bytes)?;
+            db.close().map_err(|e| e.to_string())?;
+            point.tasks_reason = format!("workers sweep, round {round}");
+            if args.json {
+                println!(
+                    "{}",
+                    serde_json::to_string(&point).map_err(|e| e.to_string())?
+                );
+            } else {
+                println!("workers sweep round {round}: {:>3} workers × {} tasks  {:>9.0} lookups/s  hit {:.3}  {:>8.0} reads/s  {:.2} µs CPU/lookup  p99 {:.0} µs", point.workers, point.tasks, point.ops_per_sec, point.hit_ratio, point.read_iops, point.cpu_us_per_op, point.lat_us_p99);
+            }
+            points[i].push(point);
+        }
+    }
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        if n % 2 == 1 {
+            v[n / 2]
+        } else {
+            (v[n / 2 - 1] + v[n / 2]) / 2.0
+        }
+    };
+    for (i, &w) in workers.iter().enumerate() {
+        let ops: Vec<f64> = points[i].iter().map(|p| p.ops_per_sec).collect();
+        let ratios: Vec<f64> = (0..rounds)
+            .map(|r| points[i][r].ops_per_sec / points[0][r].ops_per_sec)
+            .collect();
+        let (lo, hi) = ratios
+            .iter()
+            .fold((f64::MAX, f64::MIN), |(lo, hi), &r| (lo.min(r), hi.max(r)));
+        let (ops_median, ratio_median) = (median(ops), median(ratios.clone()));
+        if args.json {
+            println!(
+                "{}",
+                serde_json::json!({"workers_sweep": w, "rounds": rounds, "ops_per_sec_median": ops_median, "scaling_vs_workers": workers[0], "scaling_median": ratio_median, "scaling_min": lo, "scaling_max": hi})
+            );
+        } else {
+            println!("workers sweep: {w:>3} workers  median {ops_median:>9.0} lookups/s  ×{ratio_median:.2} of {} worker(s) (rounds {lo:.2}–{hi:.2}, {rounds} interleaved)", workers[0]);
+        }
+    }
+    Ok(())
 }
 
 fn print_sweep_point(s: &LookupSummary, json: bool) -> Result<(), String> {
