@@ -300,10 +300,25 @@ fn choose_tasks(args: &LookupArgs) -> Result<(usize, String), String> {
     ))
 }
 
+/// Removes the store in `path`: its data file `data.ft` and the files
+/// named after it (`data.ft.ckpt0`, `data.ft.ckpt1`, `data.ft.wal0`, …).
+/// Other files (a `model.json`) stay. Removing the data file alone left
+/// its checkpoints behind, and the next open refused the store as
+/// truncated.
 fn remove_store(path: &Path) -> Result<(), String> {
-    let data = path.join("data.ft");
-    if data.exists() {
-        std::fs::remove_file(&data).map_err(|e| format!("removing {}: {e}", data.display()))?;
+    let entries = match std::fs::read_dir(path) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(format!("reading {}: {e}", path.display())),
+    };
+    for entry in entries {
+        let entry = entry.map_err(|e| format!("reading {}: {e}", path.display()))?;
+        let name = entry.file_name();
+        let name = name.to_string_lossy();
+        if name == "data.ft" || name.starts_with("data.ft.") {
+            std::fs::remove_file(entry.path())
+                .map_err(|e| format!("removing {}: {e}", entry.path().display()))?;
+        }
     }
     Ok(())
 }

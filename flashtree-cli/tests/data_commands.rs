@@ -304,3 +304,49 @@ fn bad_input_gets_one_line_naming_what_is_wrong() {
     db.close().unwrap();
     assert_eq!(ok(&flashtree(&["get", d, "--tree", "users", "a"])), "1\n");
 }
+
+/// `bench lookup` without `--reuse` replaces the store in its directory
+/// (twice in a row, as a user reruns `scripts/bench.sh`), and `--reuse`
+/// keeps it; a file of the user's beside it stays.
+#[test]
+fn bench_lookup_replaces_or_reuses_its_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("store");
+    std::fs::create_dir(&path).unwrap();
+    std::fs::write(path.join("notes.txt"), b"mine").unwrap();
+    let path_text = path.to_str().unwrap();
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "bench",
+            "lookup",
+            "--records",
+            "5000",
+            "--pool",
+            "4MiB",
+            "--seconds",
+            "0.2",
+            "--tasks",
+            "4",
+            "--backend",
+            "sync",
+            "--path",
+            path_text,
+            "--json",
+        ];
+        args.extend_from_slice(extra);
+        let out = ok(&flashtree(&args));
+        let summary: serde_json::Value =
+            serde_json::from_str(out.lines().last().expect("a summary line")).unwrap();
+        summary
+    };
+    for _ in 0..2 {
+        let summary = run(&[]);
+        assert!(
+            summary["load_records_per_sec"].as_f64().is_some(),
+            "{summary}"
+        );
+    }
+    let reused = run(&["--reuse"]);
+    assert!(reused["load_records_per_sec"].is_null(), "{reused}");
+    assert_eq!(std::fs::read(path.join("notes.txt")).unwrap(), b"mine");
+}
