@@ -737,23 +737,6 @@ impl Acks {
     }
 }
 
-fn bytes_under(path: &Path) -> u64 {
-    let Ok(entries) = std::fs::read_dir(path) else {
-        return 0;
-    };
-    entries
-        .flatten()
-        .map(|entry| match entry.metadata() {
-            Ok(meta) if meta.is_dir() => bytes_under(&entry.path()),
-            Ok(meta) => {
-                use std::os::unix::fs::MetadataExt;
-                meta.blocks() * 512
-            }
-            Err(_) => 0,
-        })
-        .sum()
-}
-
 /// How much of a log file holds log: its length, but no more than its
 /// allocated bytes (RocksDB preallocates past the end).
 fn log_length(path: &Path) -> u64 {
@@ -1049,7 +1032,7 @@ fn run_engine(spec: &KillSpec, engine: &str) -> Result<KillRow, String> {
     let tables = workload.as_ref().map_or(1, Workload::table_count);
     let (acks, writing_seconds) = write_and_kill(spec, engine)?;
     let peer_log = peer_log(engine, &dir);
-    let bytes_on_disk = bytes_under(&dir);
+    let bytes_on_disk = flashtree_peers::space::disk_usage(&dir)?.allocated_bytes;
     let open_start = Instant::now();
     let opened = Opened::open(
         engine,

@@ -1496,11 +1496,16 @@ impl TaskCtx {
         let mut ahead = Vec::new();
         let (mut entries, mut leaves) = (0usize, 0usize);
         let misses_at_start = self.reads.misses.get();
-        // The next leaves are collected only for a scan that may read ahead.
-        let ahead_collected = if entries_expected > 0 {
-            SCAN_READ_AHEAD_MOST_LEAVES
-        } else {
-            0
+        let reads = &self.reads;
+        // The next leaves are collected only by a scan that may read ahead
+        // (it expects entries and has missed a page: after a miss, the
+        // step runs again and collects them).
+        let ahead_collected = || {
+            if entries_expected > 0 && reads.misses.get() != misses_at_start {
+                SCAN_READ_AHEAD_MOST_LEAVES
+            } else {
+                0
+            }
         };
         loop {
             let mut visit = |k: &[u8], v: &[u8]| {
@@ -1515,7 +1520,7 @@ impl TaskCtx {
                     direction,
                     &mut cursor,
                     &mut key,
-                    (&mut ahead, ahead_collected),
+                    (&mut ahead, ahead_collected()),
                     &mut visit,
                 )
             })
@@ -1524,9 +1529,6 @@ impl TaskCtx {
                 return Ok(());
             }
             leaves += 1;
-            if self.reads.misses.get() == misses_at_start {
-                continue; // in memory so far
-            }
             // The leaves the entries still expected need, at the entries
             // per leaf seen so far.
             let ahead_wanted = entries_expected
