@@ -7,10 +7,11 @@ Usage:
       --data-factor 10 --cores 0 --seconds 1 --tasks 512 --keep-data --dir D
   python3 scripts/page-fill.py D/flashtree/data.ft
 
-Reads the node header of every 4 KiB page (layout: flashtree/src/btree/node.rs):
-u16 page kind at offset 4 (1 leaf, 2 inner), u16 count at 24, u16 heap bytes
-at 26, slots of 10 bytes from 48 (u16 offset, u16 key length, u16 value
-length, ...). Fill = (48 + 10 × count + heap bytes) / 4096.
+Reads the node header of every 4 KiB page (format version 3; layout:
+docs/FORMAT.md, flashtree/src/btree/node.rs): u16 page kind at offset 4
+(1 leaf, 2 inner), u16 count at 16, u16 heap bytes at 18, slots of 8 bytes
+from 28 (u32 key head, u32 packed: bits 22..32 the value length). Fill =
+(28 + 8 × count + heap bytes + 8 for an inner node's upper child) / 4096.
 """
 import collections
 import struct
@@ -32,10 +33,11 @@ def main(path):
             pages[kind] += 1
             if kind not in NAMES:
                 continue
-            count, heap_bytes = struct.unpack_from("<HH", page, 24)
-            value_len = struct.unpack_from("<HHH", page, 48)[2] if count else -1
+            count, heap_bytes = struct.unpack_from("<HH", page, 16)
+            value_len = struct.unpack_from("<I", page, 32)[0] >> 22 if count else -1
             group = (NAMES[kind], value_len // 50 * 50 if kind == 1 and count else None)
-            fills[group].append((48 + 10 * count + heap_bytes) / PAGE)
+            child_bytes = 8 if kind == 2 else 0
+            fills[group].append((28 + 8 * count + heap_bytes + child_bytes) / PAGE)
     print(f"pages in the file: {sum(pages.values())}, by kind: {dict(pages)}")
     print(f"{'kind':6} {'value bytes':>12} {'pages':>8} {'fill':>6}")
     for (kind, value_len), values in sorted(fills.items(), key=lambda x: (x[0][0], x[0][1] or -1)):

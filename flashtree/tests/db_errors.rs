@@ -172,8 +172,7 @@ fn corrupt_data_page_is_reported_not_a_panic() {
     let leaf = (2..pages)
         .find(|&pid| {
             let page = read_page(&data, pid);
-            u16::from_le_bytes([page[4], page[5]]) == 1
-                && u64::from_le_bytes(page[8..16].try_into().unwrap()) == pid
+            u16::from_le_bytes([page[4], page[5]]) == 1 && page_is_sealed_as(&page, pid)
         })
         .expect("a leaf on disk");
     let mut page = read_page(&data, leaf);
@@ -312,7 +311,7 @@ fn crc32c_reference(bytes: &[u8]) -> u32 {
 }
 
 #[test]
-fn page_checksum_is_crc32c_of_the_bytes_after_it() {
+fn page_checksum_is_crc32c_of_the_page_id_and_the_bytes_after_it() {
     // The on-disk format: stores written by any build must verify in any
     // other, whatever CRC implementation computes it.
     assert_eq!(crc32c_reference(b"123456789"), 0xE306_9283);
@@ -321,9 +320,17 @@ fn page_checksum_is_crc32c_of_the_bytes_after_it() {
         *b = (i * 7 + i / 13) as u8;
     }
     seal_page(&mut page, 77);
-    assert_eq!(u64::from_le_bytes(page[8..16].try_into().unwrap()), 77);
-    let stored = u32::from_le_bytes(page[0..4].try_into().unwrap());
-    assert_eq!(stored, crc32c_reference(&page[4..]));
+    assert!(page_is_sealed_as(&page, 77));
+    // The same bytes are not page 78's: a misdirected write is caught.
+    assert!(!page_is_sealed_as(&page, 78));
+}
+
+/// Whether `page`'s checksum is that of page `pid`: CRC-32C of the page id
+/// (8 bytes, little-endian) followed by bytes 4..4096.
+fn page_is_sealed_as(page: &[u8], pid: u64) -> bool {
+    let mut covered = pid.to_le_bytes().to_vec();
+    covered.extend_from_slice(&page[4..PAGE]);
+    u32::from_le_bytes(page[0..4].try_into().unwrap()) == crc32c_reference(&covered)
 }
 
 #[test]

@@ -5,8 +5,8 @@
 //! - Pure code over one `[u8; PAGE_SIZE]` buffer: no I/O, no latches, and no
 //!   heap allocation on lookups. Structural operations (`split`,
 //!   `merge_into_right`, `compactify`) use one stack temp page.
-//! - Bytes `[0, 24)` belong to the buffer layer (checksum, page kind, page id,
-//!   LSN). This module only writes the page kind (u16 at offset 4) on init.
+//! - Bytes `[0, 16)` belong to the buffer layer (checksum, page kind, LSN).
+//!   This module only writes the page kind (u16 at offset 4) on init.
 //! - Every read path (`count`, fences, `lower_bound`, `key_into`, `value`,
 //!   `child`, `child_for`, `check_invariants`, ...) is total: on arbitrary
 //!   bytes it returns clamped or empty values and never panics and never reads
@@ -20,20 +20,28 @@
 //!
 //! # Byte layout (all integers little endian)
 //! ```text
-//! [0, 24)    common page header, owned by the buffer layer
-//! 24  u16    count: number of slots
-//! 26  u16    heap_used_bytes: live heap bytes (keys + values + both fences)
-//! 28  u16    heap_start: first heap byte; the heap grows down from PAGE_SIZE
-//! 30  u16    prefix_len: bytes of the common fence prefix stripped from keys
-//! 32  u16    lower fence offset   34  u16  lower fence length
-//! 36  u16    upper fence offset   38  u16  upper fence length
-//! 40  u64    upper child page id (inner nodes; 0 in leaves)
-//! 48  ..     slot array, SLOT_BYTES = 10 per slot, sorted by key:
-//!            u16 heap offset, u16 key suffix length, u16 value length,
-//!            u32 key head (first 4 suffix bytes, big endian, zero padded)
-//! ..  4096   heap: fence keys (full, untruncated) and entries; an entry is
-//!            the key suffix (key without the prefix) followed by the value
+//! [0, 16)    common page header, owned by the buffer layer
+//! 16  u16    count: number of slots
+//! 18  u16    heap_used_bytes: live heap bytes (keys + values + both fences)
+//! 20  u16    heap_start: first heap byte; the heap grows down
+//! 22  u16    prefix_len: bytes of the common fence prefix stripped from keys
+//! 24  u16    lower fence length   26  u16  upper fence length
+//! 28  ..     slot array, SLOT_BYTES = 8 per slot, sorted by key:
+//!            u32 key head (first 4 suffix bytes, big endian, zero padded),
+//!            u32 packed: bits 0..13 heap offset, 13..22 key suffix length,
+//!            22..32 value length
+//! ..  E      heap: entries; an entry is the key suffix (key without the
+//!            prefix) followed by the value
+//! E - L - U  upper fence (full, untruncated), U bytes
+//! E - L      lower fence (full), L bytes
+//! E          4096 in leaves; in inner nodes 4088, followed by the upper
+//!            child page id (u64)
 //! ```
+//! The fences sit at the top of the node at places their lengths give, so
+//! they need no offsets; the upper child takes 8 bytes only where it exists.
+//! A leaf thus spends 28 bytes on headers and 8 per entry: four rows of an
+//! 8-byte key and a 1,000-byte value fit (YCSB's rows), where the earlier
+//! layout (48 + 10 per entry) held three.
 //! Leaves store (key, value). Inner nodes store (separator, child page id as
 //! 8-byte value); the child at slot `i` covers keys `<= key(i)` (and
 //! `> key(i - 1)`), the upper child covers keys `> key(count - 1)`.
@@ -86,28 +94,37 @@ pub const MAX_VALUE_BYTES: usize = MAX_ENTRY_BYTES - 1;
 const PAGE_KIND_OFFSET: usize = crate::buffer::page::PAGE_KIND_OFFSET;
 /// Start of the node header: the buffer layer owns everything before.
 const COMMON_HEADER_END: usize = crate::buffer::page::PAGE_HEADER_BYTES;
-const HDR_COUNT: usize = 24;
-const HDR_HEAP_USED: usize = 26;
-const HDR_HEAP_START: usize = 28;
-const HDR_PREFIX_LEN: usize = 30;
-const HDR_LOWER_OFFSET: usize = 32;
-const HDR_LOWER_LEN: usize = 34;
-const HDR_UPPER_OFFSET: usize = 36;
-const HDR_UPPER_LEN: usize = 38;
-const HDR_UPPER_CHILD: usize = 40;
+const HDR_COUNT: usize = COMMON_HEADER_END;
+const HDR_HEAP_USED: usize = COMMON_HEADER_END + 2;
+const HDR_HEAP_START: usize = COMMON_HEADER_END + 4;
+const HDR_PREFIX_LEN: usize = COMMON_HEADER_END + 6;
+const HDR_LOWER_LEN: usize = COMMON_HEADER_END + 8;
+const HDR_UPPER_LEN: usize = COMMON_HEADER_END + 10;
 /// End of the node header = start of the slot array.
-const NODE_HEADER_END: usize = 48;
+const NODE_HEADER_END: usize = COMMON_HEADER_END + 12;
+/// Where an inner node keeps its upper child (the last 8 bytes).
+const UPPER_CHILD_AT: usize = PAGE_SIZE - CHILD_BYTES;
 
-pub(crate) const SLOT_BYTES: usize = 10;
-const SLOT_OFFSET: usize = 0;
-const SLOT_KEY_LEN: usize = 2;
-const SLOT_VALUE_LEN: usize = 4;
-const SLOT_HEAD: usize = 6;
+pub(crate) const SLOT_BYTES: usize = 8;
+const SLOT_HEAD: usize = 0;
+const SLOT_PACKED: usize = 4;
+/// Bit widths of the packed slot word: heap offset, key suffix length,
+/// value length.
+const SLOT_OFFSET_BITS: u32 = 13;
+const SLOT_KEY_LEN_BITS: u32 = 9;
+const SLOT_VALUE_LEN_BITS: u32 = 10;
 /// Upper bound on slots; reads clamp `count` to it so garbage cannot make
 /// them walk past the page.
 const SLOT_COUNT_MAX: usize = (PAGE_SIZE - NODE_HEADER_END) / SLOT_BYTES;
 /// Inner-node values are child page ids.
 const CHILD_BYTES: usize = 8;
+
+// The packed slot word holds every offset (up to PAGE_SIZE, the offset of
+// an empty entry in a node without fences), key suffix and value length.
+const _: () = assert!(SLOT_OFFSET_BITS + SLOT_KEY_LEN_BITS + SLOT_VALUE_LEN_BITS == 32);
+const _: () = assert!(PAGE_SIZE < 1 << SLOT_OFFSET_BITS);
+const _: () = assert!(MAX_KEY_BYTES < 1 << SLOT_KEY_LEN_BITS);
+const _: () = assert!(MAX_VALUE_BYTES < 1 << SLOT_VALUE_LEN_BITS);
 
 // Split guarantee. A node holds at most PAGE_SIZE - NODE_HEADER_END - fences
 // bytes of slots + entries (T). The byte-balanced split gives each half at
@@ -115,8 +132,10 @@ const CHILD_BYTES: usize = 8;
 // old fence plus the separator (each <= MAX_KEY_BYTES). Solving
 // "half + m <= PAGE_SIZE" for the worst case (old lower fence maximal, old
 // upper fence empty) gives 3 * (MAX_KEY_BYTES + m) <= PAGE_SIZE - header.
-const _: () =
-    assert!(3 * (MAX_KEY_BYTES + SLOT_BYTES + MAX_ENTRY_BYTES) <= PAGE_SIZE - NODE_HEADER_END);
+// (Inner nodes also keep their upper child out of that room.)
+const _: () = assert!(
+    3 * (MAX_KEY_BYTES + SLOT_BYTES + MAX_ENTRY_BYTES) <= PAGE_SIZE - NODE_HEADER_END - CHILD_BYTES
+);
 // Inner entries (separator + child id) must not exceed leaf entries, so the
 // same bound covers inner splits.
 const _: () = assert!(MAX_KEY_BYTES + CHILD_BYTES <= MAX_ENTRY_BYTES);
@@ -206,21 +225,29 @@ fn init_page<'a>(
         lower_fence.is_empty() || upper_fence.is_empty() || lower_fence < upper_fence,
         "fences out of order"
     );
+    debug_assert!(
+        kind == PAGE_KIND_INNER || upper_child == 0,
+        "leaves have no upper child"
+    );
     page[PAGE_KIND_OFFSET..PAGE_KIND_OFFSET + 2].copy_from_slice(&kind.to_le_bytes());
     page[COMMON_HEADER_END..].fill(0);
     let node = Node::from_page_mut(page);
-    node.write_u16(HDR_HEAP_START, PAGE_SIZE);
+    // The fences go to the top of the node (see `fences_end`), lower above
+    // upper, so that their lengths locate them.
+    node.write_u16(HDR_HEAP_START, node.fences_end());
     let lower_offset = node.heap_alloc(lower_fence.len());
     node.bytes[lower_offset..lower_offset + lower_fence.len()].copy_from_slice(lower_fence);
     let upper_offset = node.heap_alloc(upper_fence.len());
     node.bytes[upper_offset..upper_offset + upper_fence.len()].copy_from_slice(upper_fence);
-    node.write_u16(HDR_LOWER_OFFSET, lower_offset);
     node.write_u16(HDR_LOWER_LEN, lower_fence.len());
-    node.write_u16(HDR_UPPER_OFFSET, upper_offset);
     node.write_u16(HDR_UPPER_LEN, upper_fence.len());
     node.write_u16(HDR_HEAP_USED, lower_fence.len() + upper_fence.len());
     node.write_u16(HDR_PREFIX_LEN, common_prefix_len(lower_fence, upper_fence));
-    node.bytes[HDR_UPPER_CHILD..HDR_UPPER_CHILD + 8].copy_from_slice(&upper_child.to_le_bytes());
+    if kind == PAGE_KIND_INNER {
+        node.write_u64(UPPER_CHILD_AT, upper_child);
+    }
+    debug_assert_eq!(node.lower_fence(), lower_fence);
+    debug_assert_eq!(node.upper_fence(), upper_fence);
     debug_assert_eq!(node.count(), 0);
     node
 }
@@ -228,6 +255,32 @@ fn init_page<'a>(
 /// Length of the longest common prefix of `a` and `b`.
 fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The shortest key `s` with `left < s <= right` among `right`'s prefixes
+/// (`left < right`), else `left` itself (then `left <= s < right`): either
+/// way a separator that sends `left` to the left and `right` to the right
+/// side of a node boundary.
+fn shortest_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+    debug_assert!(left < right);
+    let common = common_prefix_len(left, right);
+    if right.len() > common + 1 {
+        // Above `left` (it differs from it, or extends it, at byte
+        // `common`), and a proper prefix of `right`, so below it.
+        right[..common + 1].to_vec()
+    } else {
+        left.to_vec()
+    }
+}
+
+/// How to move entries between two neighbouring leaves
+/// ([`Node::plan_rebalance`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rebalance {
+    /// Entries (of the two leaves' entries in key order) the left leaf keeps.
+    pub left_keeps: usize,
+    /// The new separator between the two leaves.
+    pub separator: Vec<u8>,
 }
 
 /// Key head: the first four bytes of `a ++ b`, big endian, zero padded. Heads
@@ -324,6 +377,21 @@ impl Node {
         NODE_HEADER_END + self.count() * SLOT_BYTES
     }
 
+    /// End of the fences: the page's end in leaves; inner nodes keep their
+    /// upper child in the last 8 bytes.
+    fn fences_end(&self) -> usize {
+        PAGE_SIZE - self.child_bytes()
+    }
+
+    /// Bytes the upper child takes (inner nodes; any kind but a leaf).
+    fn child_bytes(&self) -> usize {
+        if self.is_leaf() {
+            0
+        } else {
+            CHILD_BYTES
+        }
+    }
+
     /// Free bytes between the slot array and the heap, usable without
     /// compaction.
     fn contiguous_free_bytes(&self) -> usize {
@@ -341,10 +409,12 @@ impl Node {
     /// Decoded slot `index`; zeroes if the slot lies outside the page.
     fn slot(&self, index: usize) -> Slot {
         let at = NODE_HEADER_END + index * SLOT_BYTES;
+        let packed = self.read_u32(at + SLOT_PACKED);
+        let bits = |shift: u32, width: u32| ((packed >> shift) & ((1 << width) - 1)) as usize;
         Slot {
-            offset: self.read_u16(at + SLOT_OFFSET),
-            key_len: self.read_u16(at + SLOT_KEY_LEN),
-            value_len: self.read_u16(at + SLOT_VALUE_LEN),
+            offset: bits(0, SLOT_OFFSET_BITS),
+            key_len: bits(SLOT_OFFSET_BITS, SLOT_KEY_LEN_BITS),
+            value_len: bits(SLOT_OFFSET_BITS + SLOT_KEY_LEN_BITS, SLOT_VALUE_LEN_BITS),
             head: self.read_u32(at + SLOT_HEAD),
         }
     }
@@ -355,10 +425,14 @@ impl Node {
     }
 
     fn write_slot(&mut self, index: usize, slot: Slot) {
+        debug_assert!(slot.offset < 1 << SLOT_OFFSET_BITS);
+        debug_assert!(slot.key_len < 1 << SLOT_KEY_LEN_BITS);
+        debug_assert!(slot.value_len < 1 << SLOT_VALUE_LEN_BITS);
         let at = NODE_HEADER_END + index * SLOT_BYTES;
-        self.write_u16(at + SLOT_OFFSET, slot.offset);
-        self.write_u16(at + SLOT_KEY_LEN, slot.key_len);
-        self.write_u16(at + SLOT_VALUE_LEN, slot.value_len);
+        let packed = slot.offset as u32
+            | (slot.key_len as u32) << SLOT_OFFSET_BITS
+            | (slot.value_len as u32) << (SLOT_OFFSET_BITS + SLOT_KEY_LEN_BITS);
+        self.write_u32(at + SLOT_PACKED, packed);
         self.write_u32(at + SLOT_HEAD, slot.head);
     }
 
@@ -383,7 +457,7 @@ impl Node {
     /// Bytes a compacted copy of this node occupies: header, slots, fences and
     /// entries. The fill-factor / merge metric.
     pub fn space_used_bytes(&self) -> usize {
-        (self.slots_end() + self.heap_used_bytes()).min(PAGE_SIZE)
+        (self.slots_end() + self.heap_used_bytes() + self.child_bytes()).min(PAGE_SIZE)
     }
 
     /// Bytes free after compaction (`PAGE_SIZE - space_used_bytes`).
@@ -417,16 +491,22 @@ impl Node {
 
     /// Lower fence (exclusive); empty means minus infinity.
     pub fn lower_fence(&self) -> &[u8] {
-        let offset = self.read_u16(HDR_LOWER_OFFSET);
+        let end = self.fences_end();
         let len = self.read_u16(HDR_LOWER_LEN);
-        self.bytes.get(offset..offset + len).unwrap_or(&[])
+        end.checked_sub(len)
+            .and_then(|start| self.bytes.get(start..end))
+            .unwrap_or(&[])
     }
 
     /// Upper fence (inclusive); empty means plus infinity.
     pub fn upper_fence(&self) -> &[u8] {
-        let offset = self.read_u16(HDR_UPPER_OFFSET);
+        let end = self
+            .fences_end()
+            .saturating_sub(self.read_u16(HDR_LOWER_LEN));
         let len = self.read_u16(HDR_UPPER_LEN);
-        self.bytes.get(offset..offset + len).unwrap_or(&[])
+        end.checked_sub(len)
+            .and_then(|start| self.bytes.get(start..end))
+            .unwrap_or(&[])
     }
 
     /// Bytes stripped from the front of every stored key (clamped to the
@@ -486,7 +566,11 @@ impl Node {
 
     /// The child covering keys greater than the last separator (inner nodes).
     pub fn upper_child(&self) -> u64 {
-        self.read_u64(HDR_UPPER_CHILD)
+        if self.is_leaf() {
+            0
+        } else {
+            self.read_u64(UPPER_CHILD_AT)
+        }
     }
 
     /// First slot whose key is `>= key`, and whether it is equal. Returns
@@ -553,7 +637,7 @@ impl Node {
     /// Sets the upper child (inner nodes).
     pub fn set_upper_child(&mut self, child: u64) {
         debug_assert!(!self.is_leaf());
-        self.write_u64(HDR_UPPER_CHILD, child);
+        self.write_u64(UPPER_CHILD_AT, child);
     }
 
     /// Replaces the child page id at `index`; `index == count()` sets the
@@ -811,7 +895,7 @@ impl Node {
                     SLOT_BYTES + (prefix_len + s.key_len).saturating_sub(new_prefix) + s.value_len
                 })
                 .sum();
-            NODE_HEADER_END + lower.len() + upper.len() + entries
+            NODE_HEADER_END + self.child_bytes() + lower.len() + upper.len() + entries
         };
         let left_end = if leaf { split_slot + 1 } else { split_slot };
         split_slot < count
@@ -903,6 +987,7 @@ impl Node {
         let prefix_len = common_prefix_len(lower, upper);
         let count = self.count() + right.count() + usize::from(inner);
         let mut needed_bytes = NODE_HEADER_END
+            + right.child_bytes()
             + count * SLOT_BYTES
             + lower.len()
             + upper.len()
@@ -934,6 +1019,151 @@ impl Node {
         true
     }
 
+    /// Leaves: plans moving entries between this leaf and its right sibling
+    /// `right` (this leaf's upper fence is `right`'s lower fence) so that a
+    /// new entry (`key`, not present in either, and a `value_len`-byte
+    /// value) fits on its side, with the two leaves' bytes balanced. Moving
+    /// entries to a sibling with room instead of splitting (as B*-trees do)
+    /// keeps leaves of randomly inserted large rows fuller. None when the
+    /// two leaves cannot hold their entries and the new one with an eighth
+    /// of a page to spare between them (so that a pair of nearly full
+    /// leaves splits instead of trading entries at every insert).
+    pub fn plan_rebalance(&self, right: &Node, key: &[u8], value_len: usize) -> Option<Rebalance> {
+        debug_assert!(self.is_leaf() && right.is_leaf());
+        debug_assert_eq!(self.upper_fence(), right.lower_fence());
+        let (left_count, right_count) = (self.count(), right.count());
+        // The new entry's place in the sequence of both leaves' entries.
+        let in_left = self.upper_fence().is_empty() || key <= self.upper_fence();
+        let insert_at = if in_left {
+            self.lower_bound(key).0
+        } else {
+            left_count + right.lower_bound(key).0
+        };
+        let total = left_count + right_count + 1;
+        // Full key and value lengths of item `i` of the sequence.
+        let lengths = |i: usize| -> (usize, usize) {
+            let i = match i.cmp(&insert_at) {
+                Ordering::Equal => return (key.len(), value_len),
+                Ordering::Less => i,
+                Ordering::Greater => i - 1,
+            };
+            if i < left_count {
+                (self.key_len(i), self.slot(i).value_len)
+            } else {
+                (
+                    right.key_len(i - left_count),
+                    right.slot(i - left_count).value_len,
+                )
+            }
+        };
+        let key_of = |i: usize, out: &mut Vec<u8>| match i.cmp(&insert_at) {
+            Ordering::Equal => {
+                out.clear();
+                out.extend_from_slice(key);
+            }
+            Ordering::Less if i < left_count => self.key_into(i, out),
+            Ordering::Less => right.key_into(i - left_count, out),
+            Ordering::Greater if i - 1 < left_count => self.key_into(i - 1, out),
+            Ordering::Greater => right.key_into(i - 1 - left_count, out),
+        };
+        let item_bytes = |i: usize| {
+            let (key_len, value_len) = lengths(i);
+            SLOT_BYTES + key_len + value_len
+        };
+        let all_bytes: usize = (0..total).map(item_bytes).sum();
+        let fence_bytes = self.lower_fence().len() + right.upper_fence().len();
+        if all_bytes + fence_bytes + 2 * NODE_HEADER_END > 2 * PAGE_SIZE {
+            return None;
+        }
+        // The split of balanced bytes (ignoring prefixes), then its
+        // neighbours, for the best one that fits with the new fences.
+        let mut before = 0;
+        let mut balanced = total - 1;
+        for i in 0..total {
+            before += item_bytes(i);
+            if 2 * before >= all_bytes {
+                balanced = i + 1;
+                break;
+            }
+        }
+        let (mut left_last, mut right_first) = (Vec::new(), Vec::new());
+        let mut best: Option<(usize, Rebalance)> = None;
+        let first = balanced.saturating_sub(2).max(1);
+        let last = (balanced + 2).min(total - 1);
+        for split in first..=last {
+            key_of(split - 1, &mut left_last);
+            key_of(split, &mut right_first);
+            let separator = shortest_separator(&left_last, &right_first);
+            let side_bytes = |lower: &[u8], upper: &[u8], items: Range<usize>| {
+                let prefix_len = common_prefix_len(lower, upper);
+                let entries: usize = items
+                    .map(|i| item_bytes(i).saturating_sub(prefix_len))
+                    .sum();
+                NODE_HEADER_END + lower.len() + upper.len() + entries
+            };
+            let left_bytes = side_bytes(self.lower_fence(), &separator, 0..split);
+            let right_bytes = side_bytes(&separator, right.upper_fence(), split..total);
+            if separator.len() > MAX_KEY_BYTES || left_bytes > PAGE_SIZE || right_bytes > PAGE_SIZE
+            {
+                continue;
+            }
+            let imbalance = left_bytes.abs_diff(right_bytes);
+            if best.as_ref().is_none_or(|(b, _)| imbalance < *b) {
+                // Items before the split, minus the new entry if it is one.
+                let left_keeps = split - usize::from(insert_at < split);
+                best = Some((
+                    imbalance,
+                    Rebalance {
+                        left_keeps,
+                        separator,
+                    },
+                ));
+            }
+        }
+        best.map(|(_, plan)| plan)
+    }
+
+    /// Carries out [`Node::plan_rebalance`]'s plan (made on these two
+    /// leaves, unchanged since): this leaf keeps the first
+    /// `plan.left_keeps` of the two leaves' entries, `right` the rest, and
+    /// `plan.separator` becomes this leaf's upper and `right`'s lower fence.
+    /// The caller then gives this leaf's slot in the parent the new
+    /// separator and inserts the new entry.
+    pub fn apply_rebalance(&mut self, right: &mut Node, plan: &Rebalance) {
+        let mut old_left = [0u8; PAGE_SIZE];
+        old_left.copy_from_slice(&self.bytes);
+        let mut old_right = [0u8; PAGE_SIZE];
+        old_right.copy_from_slice(&right.bytes);
+        let (old_left, old_right) = (Node::from_page(&old_left), Node::from_page(&old_right));
+        let left_count = old_left.count();
+        let keeps = plan.left_keeps;
+        let left = init_page(
+            &mut self.bytes,
+            PAGE_KIND_LEAF,
+            old_left.lower_fence(),
+            &plan.separator,
+            0,
+        );
+        left.copy_entries_from(old_left, 0..keeps.min(left_count));
+        left.copy_entries_from(old_right, 0..keeps.saturating_sub(left_count));
+        let right_node = init_page(
+            &mut right.bytes,
+            PAGE_KIND_LEAF,
+            &plan.separator,
+            old_right.upper_fence(),
+            0,
+        );
+        right_node.copy_entries_from(old_left, keeps.min(left_count)..left_count);
+        right_node.copy_entries_from(
+            old_right,
+            keeps.saturating_sub(left_count)..old_right.count(),
+        );
+        debug_assert_eq!(
+            self.count() + right.count(),
+            old_left.count() + old_right.count()
+        );
+    }
+
     /// Checks the structural invariants (see [`check_invariants`]).
     pub fn check_invariants(&self) -> Result<(), String> {
         let kind = self.page_kind();
@@ -949,16 +1179,20 @@ impl Node {
             return Err(format!("heap start {heap_start} out of range"));
         }
         let mut regions: Vec<(usize, usize)> = Vec::with_capacity(raw_count + 2);
-        for (name, offset_at, len_at) in [
-            ("lower", HDR_LOWER_OFFSET, HDR_LOWER_LEN),
-            ("upper", HDR_UPPER_OFFSET, HDR_UPPER_LEN),
-        ] {
-            let (offset, len) = (self.read_u16(offset_at), self.read_u16(len_at));
-            if len > MAX_KEY_BYTES || offset < heap_start || offset + len > PAGE_SIZE {
-                return Err(format!("{name} fence at {offset}+{len} out of range"));
-            }
-            regions.push((offset, len));
+        let fences_end = self.fences_end();
+        let (lower_len, upper_len) = (self.read_u16(HDR_LOWER_LEN), self.read_u16(HDR_UPPER_LEN));
+        if lower_len > MAX_KEY_BYTES || upper_len > MAX_KEY_BYTES {
+            return Err(format!(
+                "fence lengths {lower_len} and {upper_len} out of range"
+            ));
         }
+        // The entries lie between the heap start and the fences.
+        let entries_end = fences_end - lower_len - upper_len;
+        if heap_start > entries_end {
+            return Err(format!("heap start {heap_start} inside the fences"));
+        }
+        regions.push((fences_end - lower_len, lower_len));
+        regions.push((entries_end, upper_len));
         let (lower, upper) = (self.lower_fence(), self.upper_fence());
         if !lower.is_empty() && !upper.is_empty() && lower >= upper {
             return Err("lower fence not below upper fence".to_string());
@@ -970,15 +1204,12 @@ impl Node {
             ));
         }
         let leaf = self.is_leaf();
-        if leaf && self.upper_child() != 0 {
-            return Err("leaf has an upper child".to_string());
-        }
         let mut previous_key: Option<Vec<u8>> = None;
         let mut key = Vec::new();
         for index in 0..raw_count {
             let s = self.slot(index);
             let end = s.offset + s.key_len + s.value_len;
-            if s.offset < heap_start || end > PAGE_SIZE {
+            if s.offset < heap_start || end > entries_end {
                 return Err(format!(
                     "slot {index} entry {}..{end} out of heap",
                     s.offset
@@ -1432,6 +1663,56 @@ mod tests {
         }
 
         #[test]
+        fn rebalance_moves_entries_so_the_refused_one_fits(
+            prefix in prefix_strategy(),
+            seeds in seeds_strategy(),
+            removals in proptest::collection::vec(any::<u16>(), 0..12),
+            remove_from_left in any::<bool>(),
+        ) {
+            let (lower, upper) = fences(&prefix, true);
+            let mut page = new_page();
+            let node = init_leaf(&mut page, &lower, &upper);
+            let (_, pending) = fill_leaf(node, &prefix, &seeds);
+            let Some((key, value)) = pending else { return Ok(()); };
+            let mut left_page = new_page();
+            let mut separator = Vec::new();
+            node.split(&mut left_page, &mut separator);
+            let left = Node::from_page_mut(&mut left_page);
+            // Room on one side: remove some of its entries.
+            for r in removals {
+                let side: &mut Node = if remove_from_left { &mut *left } else { &mut *node };
+                if side.count() > 1 {
+                    let slot = usize::from(r) % side.count();
+                    side.remove_slot(slot);
+                }
+            }
+            let mut before = contents(left);
+            before.extend(contents(node));
+            let fits_one_page = left.space_used_bytes() + node.space_used_bytes()
+                + SLOT_BYTES + key.len() + value.len() + 2 * MAX_KEY_BYTES
+                <= PAGE_SIZE;
+            let plan = left.plan_rebalance(node, &key, value.len());
+            if fits_one_page {
+                prop_assert!(plan.is_some(), "no plan although everything fits one page");
+            }
+            let Some(plan) = plan else { return Ok(()); };
+            left.apply_rebalance(node, &plan);
+            check_invariants(left.as_page()).map_err(TestCaseError::fail)?;
+            check_invariants(node.as_page()).map_err(TestCaseError::fail)?;
+            let mut after = contents(left);
+            after.extend(contents(node));
+            prop_assert_eq!(after, before.clone());
+            prop_assert_eq!(left.lower_fence(), lower.as_slice());
+            prop_assert_eq!(node.upper_fence(), upper.as_slice());
+            prop_assert_eq!(left.upper_fence(), plan.separator.as_slice());
+            prop_assert_eq!(node.lower_fence(), plan.separator.as_slice());
+            // The refused entry now fits on its side.
+            let side: &mut Node = if key.as_slice() <= plan.separator.as_slice() { left } else { node };
+            prop_assert!(side.insert(&key, &value).is_ok(), "the entry does not fit after rebalancing");
+            check_invariants(side.as_page()).map_err(TestCaseError::fail)?;
+        }
+
+        #[test]
         fn split_then_merge_round_trip(
             prefix in prefix_strategy(),
             seeds in seeds_strategy(),
@@ -1710,11 +1991,13 @@ mod tests {
         let err = corrupt(&|p| p[HDR_HEAP_USED] += 1);
         assert!(err.unwrap_err().contains("heap used"));
         // Key bytes changed: head mismatch.
+        let offset_of = |p: &[u8; PAGE_SIZE], slot: usize| {
+            let at = NODE_HEADER_END + slot * SLOT_BYTES + SLOT_PACKED;
+            let packed = u32::from_le_bytes(p[at..at + 4].try_into().unwrap());
+            (packed & ((1 << SLOT_OFFSET_BITS) - 1)) as usize
+        };
         let err = corrupt(&|p| {
-            let offset = usize::from(u16::from_le_bytes([
-                p[NODE_HEADER_END],
-                p[NODE_HEADER_END + 1],
-            ]));
+            let offset = offset_of(p, 0);
             p[offset] = b'q';
         });
         assert!(err.unwrap_err().contains("head"));
@@ -1725,7 +2008,7 @@ mod tests {
         // Key outside the fences (rewrite last key and its head consistently).
         let err = corrupt(&|p| {
             let at = NODE_HEADER_END + 2 * SLOT_BYTES;
-            let offset = usize::from(u16::from_le_bytes([p[at], p[at + 1]]));
+            let offset = offset_of(p, 2);
             p[offset] = b'z' + 1;
             p[at + SLOT_HEAD..at + SLOT_HEAD + 4]
                 .copy_from_slice(&head_of(&[b'z' + 1]).to_le_bytes());
@@ -1767,13 +2050,25 @@ mod tests {
         node.insert(b"key", b"one").unwrap();
         node.insert(b"key", b"two").unwrap();
         assert_eq!(node.value(0), b"two");
-        node.insert(b"key", &[5u8; 2000]).unwrap();
-        assert_eq!(node.value(0), &[5u8; 2000][..]);
+        node.insert(b"key", &[5u8; 600]).unwrap();
+        assert_eq!(node.value(0), &[5u8; 600][..]);
         assert_eq!(node.count(), 1);
-        node.insert(b"other", &[6u8; 1500]).unwrap();
+        for (key, len) in [
+            (&b"other"[..], 1000),
+            (b"x2", 1000),
+            (b"x3", 1000),
+            (b"x4", 100),
+        ] {
+            node.insert(key, &vec![6u8; len]).unwrap();
+        }
         // Growing the first value beyond the page fails and keeps the node.
-        assert_eq!(node.insert(b"key", &[7u8; 3000]), Err(NodeFull));
-        assert_eq!(node.value(0), &[5u8; 2000][..]);
+        assert_eq!(node.insert(b"key", &[7u8; 1000]), Err(NodeFull));
+        assert_eq!(node.value(0), &[5u8; 600][..]);
+        // Growing it within the free space works.
+        let grown = 600 + node.free_space_bytes();
+        node.insert(b"key", &vec![8u8; grown]).unwrap();
+        assert_eq!(node.value(0), &vec![8u8; grown][..]);
+        assert_eq!(node.free_space_bytes(), 0);
         check_invariants(node.as_page()).unwrap();
     }
 

@@ -170,13 +170,17 @@ fn as_restart(e: OpError) -> Restart {
 /// `previous_key` is the key the caller inserted last into this tree, if
 /// any: when a full leaf holds it right in front of `key`, the caller is
 /// inserting a sequence, and the split leaves the left page full.
+/// A full leaf that would split evenly moves entries to a neighbour with
+/// room instead; a neighbour not in memory is loaded for it (the insert
+/// returns `Restart::Load` of it) while `neighbour_loads_left` (decremented
+/// for each) lasts, and skipped after.
 pub fn insert(
     bm: &BufferManager,
     wb: &mut WorkerBuffer,
     root: PageId,
-    key: &[u8],
-    value: &[u8],
+    (key, value): (&[u8], &[u8]),
     previous_key: Option<&[u8]>,
+    neighbour_loads_left: &mut usize,
 ) -> OpResult<()> {
     debug_assert!(node::entry_within_limits(key.len(), value.len()));
     let (_, leaf) = descend(bm, root, key)?;
@@ -186,7 +190,15 @@ pub fn insert(
     leaf.check()?;
     if !fits {
         let pid = leaf.pid();
-        split(bm, wb, root, pid, key, previous_key)?;
+        split(
+            bm,
+            wb,
+            root,
+            pid,
+            (key, value.len()),
+            previous_key,
+            neighbour_loads_left,
+        )?;
         return Err(Restart::Retry.into());
     }
     // The upgrade succeeds only if the page is unchanged, so `found` holds.
@@ -314,13 +326,16 @@ fn looks_appended(n: &Node, key: &[u8]) -> bool {
 
 /// Splits node `pid` (which holds `key`'s range), splitting parents first
 /// when they lack room for the separator.
+/// (`value_len`: the length of the value to insert with `key`; 0 for a
+/// separator.)
 fn split(
     bm: &BufferManager,
     wb: &mut WorkerBuffer,
     root: PageId,
     pid: PageId,
-    key: &[u8],
+    (key, value_len): (&[u8], usize),
     previous_key: Option<&[u8]>,
+    neighbour_loads_left: &mut usize,
 ) -> OpResult<()> {
     let Some((parent, _)) = find_parent(bm, root, pid, key)? else {
         return split_root(bm, wb, root);
@@ -329,7 +344,7 @@ fn split(
     parent.check()?;
     if !parent_has_space {
         let parent_pid = parent.pid();
-        return split(bm, wb, root, parent_pid, key, previous_key);
+        return split(bm, wb, root, parent_pid, (key, 0), previous_key, &mut 0);
     }
     let node = bm.fix_optimistic(pid)?;
     parent.check()?;
@@ -338,7 +353,81 @@ fn split(
     if Node::from_page(node.page()).count() < 2 {
         return Ok(()); // someone else split or emptied it meanwhile
     }
+    let kv = (key, value_len);
+    if rebalance_instead(
+        bm,
+        (&mut parent, &mut node),
+        kv,
+        previous_key,
+        neighbour_loads_left,
+    )? {
+        return Ok(());
+    }
     split_latched(bm, wb, &mut parent, &mut node, key, previous_key).map(drop)
+}
+
+/// A full leaf `node` under `parent` (both latched) that would split
+/// evenly for `key`: moves entries to a neighbour that is in memory and
+/// has room instead, if there is one (a neighbour latched by another task
+/// is skipped). When none did and one is not in memory, returns
+/// `Restart::Load` of it while `neighbour_loads_left` lasts. True if it
+/// moved entries.
+fn rebalance_instead<'a>(
+    bm: &'a BufferManager,
+    (parent, node): (&mut GuardX<'a>, &mut GuardX<'a>),
+    (key, value_len): (&[u8], usize),
+    previous_key: Option<&[u8]>,
+    neighbour_loads_left: &mut usize,
+) -> OpResult<bool> {
+    let n = Node::from_page(node.page());
+    // (A replaced value that grew gets the split: its key is there.)
+    if !n.is_leaf() || n.lower_bound(key).1 || split_kind(n, key, previous_key) != SplitKind::Even {
+        return Ok(false);
+    }
+    let p = Node::from_page(parent.page());
+    let child_index = p.child_index_for(key);
+    if p.child_at(child_index) != node.pid() {
+        return Ok(false);
+    }
+    let mut not_in_memory = None;
+    for (left_slot, neighbour, neighbour_is_right) in
+        rebalance_neighbours(p, child_index).into_iter().flatten()
+    {
+        let guard = match bm.fix_optimistic(neighbour) {
+            Ok(guard) => guard,
+            Err(OpError::Restart(Restart::Load(pid))) => {
+                not_in_memory.get_or_insert(pid);
+                continue;
+            }
+            Err(_) => continue,
+        };
+        let Ok(mut neighbour) = guard.upgrade() else {
+            continue;
+        };
+        let (left, right) = if neighbour_is_right {
+            (&mut *node, &mut neighbour)
+        } else {
+            (&mut neighbour, &mut *node)
+        };
+        let plan = plan_rebalance(
+            Node::from_page(parent.page()),
+            left_slot,
+            Node::from_page(left.page()),
+            Node::from_page(right.page()),
+            (key, value_len),
+        );
+        if let Some(plan) = plan {
+            apply_rebalance(parent, left_slot, left, right, &plan)?;
+            return Ok(true);
+        }
+    }
+    match not_in_memory {
+        Some(pid) if *neighbour_loads_left > 0 => {
+            *neighbour_loads_left -= 1;
+            Err(Restart::Load(pid).into())
+        }
+        _ => Ok(false),
+    }
 }
 
 /// Debug builds: asserts the node invariants of pages a structure change
@@ -371,22 +460,11 @@ pub fn split_latched<'a>(
     let mut separator = Vec::with_capacity(MAX_KEY_BYTES);
     let n = Node::from_page_mut(node.page_mut());
     let insert_slot = n.lower_bound(key).0;
-    // The caller's previous insert right in front of this one (in a leaf),
-    // or into the same child (in an inner node): a sequence.
-    let sequential = insert_slot > 0
-        && previous_key.is_some_and(|previous| {
-            if n.is_leaf() {
-                n.key_equals(insert_slot - 1, previous)
-            } else {
-                n.lower_bound(previous).0 == insert_slot
-            }
-        });
-    if insert_slot == n.count() && n.count() >= 3 && looks_appended(n, key) {
-        n.split_for_append(left.page_mut(), &mut separator);
-    } else if !(sequential
-        && n.split_for_sequential(insert_slot, key, left.page_mut(), &mut separator))
-    {
-        n.split(left.page_mut(), &mut separator);
+    match split_kind(n, key, previous_key) {
+        SplitKind::Append => n.split_for_append(left.page_mut(), &mut separator),
+        SplitKind::Sequential
+            if n.split_for_sequential(insert_slot, key, left.page_mut(), &mut separator) => {}
+        _ => n.split(left.page_mut(), &mut separator),
     }
     Node::from_page_mut(parent.page_mut())
         .insert_separator(&separator, left.pid())
@@ -398,6 +476,117 @@ pub fn split_latched<'a>(
         })?;
     debug_assert_nodes(&[parent, node, &left]);
     Ok(left)
+}
+
+/// How a node splits for an insert of `key`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SplitKind {
+    /// After the last key, which looks appended: the left page keeps
+    /// everything ([`Node::split_for_append`]).
+    Append,
+    /// Right after the caller's previous insert: the left page keeps the
+    /// run ([`Node::split_for_sequential`], when it applies).
+    Sequential,
+    /// Anything else: the bytes are balanced, or (leaves) entries move to
+    /// a neighbour with room instead ([`plan_rebalance`]).
+    Even,
+}
+
+/// How node `n` splits for an insert of `key`, where `previous_key` is the
+/// caller's last insert into the tree.
+pub fn split_kind(n: &Node, key: &[u8], previous_key: Option<&[u8]>) -> SplitKind {
+    let insert_slot = n.lower_bound(key).0;
+    // The caller's previous insert right in front of this one (in a leaf),
+    // or into the same child (in an inner node): a sequence.
+    let sequential = insert_slot > 0
+        && previous_key.is_some_and(|previous| {
+            if n.is_leaf() {
+                n.key_equals(insert_slot - 1, previous)
+            } else {
+                n.lower_bound(previous).0 == insert_slot
+            }
+        });
+    if insert_slot == n.count() && n.count() >= 3 && looks_appended(n, key) {
+        SplitKind::Append
+    } else if sequential {
+        SplitKind::Sequential
+    } else {
+        SplitKind::Even
+    }
+}
+
+/// The neighbours of child `child_index` of `parent` that a full leaf
+/// there may move entries to, as (left slot of the pair, neighbour page
+/// id, whether the neighbour is the pair's right leaf): the right one
+/// first.
+pub fn rebalance_neighbours(
+    parent: &Node,
+    child_index: usize,
+) -> [Option<(usize, PageId, bool)>; 2] {
+    let count = parent.count();
+    let right =
+        (child_index < count).then(|| (child_index, parent.child_at(child_index + 1), true));
+    let left = (child_index > 0 && child_index <= count)
+        .then(|| (child_index - 1, parent.child_at(child_index - 1), false));
+    [right, left]
+}
+
+/// Leaves `left` and `right`, neighbours under `parent` (`left` at slot
+/// `left_slot`): how to move entries between them so that an insert of
+/// `key` with a `value_len`-byte value fits one of them
+/// ([`Node::plan_rebalance`]); None when that is not possible (or the
+/// parent may lack room for a longer separator). Reads only.
+pub fn plan_rebalance(
+    parent: &Node,
+    left_slot: usize,
+    left: &Node,
+    right: &Node,
+    (key, value_len): (&[u8], usize),
+) -> Option<node::Rebalance> {
+    if !left.is_leaf() || !right.is_leaf() || parent.is_leaf() || left_slot >= parent.count() {
+        return None;
+    }
+    if !parent.has_space_for(MAX_KEY_BYTES, 8) || left.upper_fence() != right.lower_fence() {
+        return None;
+    }
+    left.plan_rebalance(right, key, value_len)
+}
+
+/// Carries out [`plan_rebalance`]'s plan on the latched pages it was made
+/// on: moves the entries and gives `left`'s slot in `parent` the new
+/// separator.
+pub fn apply_rebalance(
+    parent: &mut GuardX<'_>,
+    left_slot: usize,
+    left: &mut GuardX<'_>,
+    right: &mut GuardX<'_>,
+    plan: &node::Rebalance,
+) -> OpResult<()> {
+    debug_assert_eq!(
+        Node::from_page(parent.page()).child_at(left_slot),
+        left.pid()
+    );
+    debug_assert_eq!(
+        Node::from_page(parent.page()).child_at(left_slot + 1),
+        right.pid()
+    );
+    let r = Node::from_page_mut(right.page_mut());
+    Node::from_page_mut(left.page_mut()).apply_rebalance(r, plan);
+    let p = Node::from_page_mut(parent.page_mut());
+    p.remove_slot(left_slot);
+    p.insert_separator(&plan.separator, left.pid())
+        .map_err(|_| {
+            corrupt(
+                parent.pid(),
+                "no room for a separator after the space check",
+            )
+        })?;
+    debug_assert_eq!(
+        Node::from_page(parent.page()).child_at(left_slot),
+        left.pid()
+    );
+    debug_assert_nodes(&[parent, left, right]);
+    Ok(())
 }
 
 /// Splits the latched root (at least 2 entries) in place: its contents
@@ -450,7 +639,7 @@ pub fn make_room_in_parent(
     if free_bytes >= need_bytes {
         return Ok(());
     }
-    split(bm, wb, root, parent.pid(), key, None)
+    split(bm, wb, root, parent.pid(), (key, 0), None, &mut 0)
 }
 
 /// The parent of `pid` (which holds `key`), if `pid` is not the root.

@@ -141,6 +141,11 @@ pub(crate) enum BatchStop {
     /// `need_bytes` free in the parent first (the separators this step
     /// already put there plus one of the longest).
     ParentFull { entry: usize, need_bytes: usize },
+    /// A full leaf could move entries to this neighbour instead of
+    /// splitting, but it is not in memory: load it and run the step again
+    /// (at most a few times per write: see `apply_step`'s
+    /// `may_load_neighbour`).
+    LoadNeighbour(PageId),
     /// The log has no room for a group of `record_bytes` now: wait
     /// (`worker::wait_log_room` starts a flush; a checkpoint frees room).
     NoLogRoom { record_bytes: usize },
@@ -186,10 +191,15 @@ struct HeldLeaf<'a> {
 }
 
 /// Applies `batch` in one step, or changes nothing and says why not.
+///
+/// `may_load_neighbour`: a leaf that would split evenly may stop the step
+/// to have a neighbour that is not in memory loaded
+/// ([`BatchStop::LoadNeighbour`]), to move entries there instead.
 pub(crate) fn apply_step(
     wb: &mut WorkerBuffer,
     batch: &WriteBatch,
     last_puts: &super::LastPuts,
+    may_load_neighbour: bool,
 ) -> std::result::Result<Applied, BatchStop> {
     wb.manager().wal().check().map_err(BatchStop::Fatal)?;
     // Room for a group of one page; the group's real size is checked once
@@ -260,9 +270,14 @@ pub(crate) fn apply_step(
                         ))));
                     }
                     let previous = last_puts.get(tree_root).filter(|_| splits_for_entry == 1);
-                    if let Err(stop) =
-                        split_in_step(wb, &bm, &mut held, index, (tree_root, key, previous), i)
-                    {
+                    if let Err(stop) = split_in_step(
+                        wb,
+                        &bm,
+                        &mut held,
+                        index,
+                        (tree_root, key, value.len(), previous),
+                        (i, may_load_neighbour),
+                    ) {
                         roll_back(&mut held);
                         return Err(stop);
                     }
@@ -374,16 +389,19 @@ fn roll_back(held: &mut Vec<HeldLeaf<'_>>) {
 }
 
 /// Splits the held leaf `index` (entry `entry`'s, for `key` of tree
-/// `tree_root`; `previous_key`: the task's last put there) inside the
-/// step: its parent (found through the pages the step holds, latched and
-/// saved) gets the separator; a root leaf splits in place.
+/// `tree_root` with a `value_len`-byte value; `previous_key`: the task's
+/// last put there) inside the step: its parent (found through the pages
+/// the step holds, latched and saved) gets the separator; a root leaf
+/// splits in place. A leaf that would split evenly moves entries to a
+/// neighbour with room instead, when one is in memory
+/// ([`rebalance_in_step`]).
 fn split_in_step<'a>(
     wb: &mut WorkerBuffer,
     bm: &'a crate::buffer::BufferManager,
     held: &mut Vec<HeldLeaf<'a>>,
     index: usize,
-    (tree_root, key, previous_key): (PageId, &[u8], Option<&[u8]>),
-    entry: usize,
+    (tree_root, key, value_len, previous_key): (PageId, &[u8], usize, Option<&[u8]>),
+    (entry, may_load_neighbour): (usize, bool),
 ) -> std::result::Result<(), BatchStop> {
     let leaf_pid = held[index].guard.pid();
     if Node::from_page(held[index].guard.page()).count() < 2 {
@@ -443,6 +461,15 @@ fn split_in_step<'a>(
             need_bytes: added + SEPARATOR_BYTES_MAX,
         });
     }
+    if rebalance_in_step(
+        bm,
+        held,
+        (parent_index, index),
+        (tree_root, key, value_len),
+        (previous_key, may_load_neighbour),
+    )? {
+        return Ok(());
+    }
     save_before(&mut held[parent_index]);
     let (parent, leaf) = two_mut(held, parent_index, index);
     let left = tree::split_latched(
@@ -461,6 +488,107 @@ fn split_in_step<'a>(
         allocated: true,
     });
     Ok(())
+}
+
+/// The full held leaf `index` under the held parent `parent_index`, for an
+/// insert of `key` (a `value_len`-byte value) that would split it evenly:
+/// moves entries to a neighbour instead (see `tree::plan_rebalance`) when
+/// the neighbour is held by the step or can be latched at once (one
+/// latched by another task is skipped). When no neighbour in memory took
+/// the entries and one is not in memory, stops the step to have it loaded
+/// if `may_load_neighbour` ([`BatchStop::LoadNeighbour`]; the step runs
+/// again), else skips it. Saves the three pages' images first. True if it
+/// did.
+fn rebalance_in_step<'a>(
+    bm: &'a crate::buffer::BufferManager,
+    held: &mut Vec<HeldLeaf<'a>>,
+    (parent_index, index): (usize, usize),
+    (tree_root, key, value_len): (PageId, &[u8], usize),
+    (previous_key, may_load_neighbour): (Option<&[u8]>, bool),
+) -> std::result::Result<bool, BatchStop> {
+    let n = Node::from_page(held[index].guard.page());
+    if !n.is_leaf()
+        || n.lower_bound(key).1
+        || tree::split_kind(n, key, previous_key) != tree::SplitKind::Even
+    {
+        return Ok(false);
+    }
+    let p = Node::from_page(held[parent_index].guard.page());
+    let child_index = p.child_index_for(key);
+    if p.child_at(child_index) != held[index].guard.pid() {
+        return Ok(false);
+    }
+    let mut not_in_memory = None;
+    for (left_slot, neighbour, neighbour_is_right) in tree::rebalance_neighbours(p, child_index)
+        .into_iter()
+        .flatten()
+    {
+        let (neighbour_index, latched_here) =
+            match held.iter().position(|h| h.guard.pid() == neighbour) {
+                Some(i) => (i, false),
+                None => {
+                    let guard = match bm.fix_optimistic(neighbour) {
+                        Ok(guard) => guard,
+                        Err(OpError::Restart(Restart::Load(pid))) => {
+                            not_in_memory.get_or_insert(pid);
+                            continue;
+                        }
+                        Err(_) => continue,
+                    };
+                    let Ok(guard) = guard.upgrade() else {
+                        continue;
+                    };
+                    held.push(HeldLeaf {
+                        tree: tree_root,
+                        guard,
+                        before: None,
+                        is_leaf: true,
+                        allocated: false,
+                    });
+                    (held.len() - 1, true)
+                }
+            };
+        let (left_index, right_index) = if neighbour_is_right {
+            (index, neighbour_index)
+        } else {
+            (neighbour_index, index)
+        };
+        let plan = tree::plan_rebalance(
+            Node::from_page(held[parent_index].guard.page()),
+            left_slot,
+            Node::from_page(held[left_index].guard.page()),
+            Node::from_page(held[right_index].guard.page()),
+            (key, value_len),
+        );
+        let Some(plan) = plan else {
+            if latched_here {
+                held.pop(); // unchanged: released at once
+            }
+            continue;
+        };
+        let Ok([parent, left, right]) =
+            held.get_disjoint_mut([parent_index, left_index, right_index])
+        else {
+            unreachable!("a parent and two leaves are three pages");
+        };
+        for page in [&mut *parent, &mut *left, &mut *right] {
+            save_before(page);
+        }
+        // Only a broken invariant fails here; the caller rolls the step
+        // back from the saved images.
+        tree::apply_rebalance(
+            &mut parent.guard,
+            left_slot,
+            &mut left.guard,
+            &mut right.guard,
+            &plan,
+        )?;
+        return Ok(true);
+    }
+    match not_in_memory {
+        Some(pid) if may_load_neighbour => Err(BatchStop::LoadNeighbour(pid)),
+        _ => Ok(false),
+    }
 }
 
 /// The leaf whose range holds `key`, descending from the root and reading

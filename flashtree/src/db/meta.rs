@@ -1,11 +1,12 @@
 //! The metadata page (page 0): what makes a file a flashtree store.
 //!
-//! Little-endian, after the 24-byte common page header (kind 3, page id 0):
+//! Little-endian, after the 16-byte common page header (kind 3; its
+//! checksum is seeded with page id 0) and 8 zero bytes:
 //!
 //! | bytes | field |
 //! |---|---|
 //! | 24..32 | magic `FLASHTRE` |
-//! | 32..36 | format version (2) |
+//! | 32..36 | format version (3) |
 //! | 36..40 | page size (4096) |
 //! | 40..48 | store id (random; the checkpoint slots and logs carry it) |
 //!
@@ -19,7 +20,16 @@ use crate::error::{Error, Result};
 use crate::io::PAGE_SIZE;
 
 const MAGIC: &[u8; 8] = b"FLASHTRE";
-const FORMAT_VERSION: u32 = 2;
+const FORMAT_VERSION: u32 = 3;
+
+/// Why a store of an older format version cannot be opened.
+fn old_version_reason(version: u32) -> Option<&'static str> {
+    match version {
+        1 => Some("version 1 has no log"),
+        2 => Some("version 2 stores the page id in every page header and 10-byte slots in nodes"),
+        _ => None,
+    }
+}
 
 /// Longest tree name, in bytes.
 pub const MAX_TREE_NAME_BYTES: usize = 64;
@@ -45,6 +55,14 @@ pub fn decode_meta(page: &[u8; PAGE_SIZE]) -> Result<u64> {
             "not a flashtree store (no FLASHTRE magic in the metadata page)".into(),
         ));
     }
+    let version = u32::from_le_bytes(page[32..36].try_into().expect("4 bytes"));
+    if let Some(reason) = old_version_reason(version) {
+        // Checked before the checksum, which older versions computed
+        // differently.
+        return Err(Error::Unsupported(format!(
+            "store format version {version}; this build reads version {FORMAT_VERSION} ({reason}): recreate the store, e.g. `flashtree dump` with the build that wrote it, then `flashtree load`"
+        )));
+    }
     verify_page(page, 0).map_err(|e| Error::Corrupt(format!("metadata page: {e}")))?;
     let page_size = u32::from_le_bytes(page[36..40].try_into().expect("4 bytes"));
     if page_size != PAGE_SIZE as u32 {
@@ -52,10 +70,9 @@ pub fn decode_meta(page: &[u8; PAGE_SIZE]) -> Result<u64> {
             "the store uses {page_size}-byte pages; this build uses {PAGE_SIZE}"
         )));
     }
-    let version = u32::from_le_bytes(page[32..36].try_into().expect("4 bytes"));
     if version != FORMAT_VERSION {
         return Err(Error::Unsupported(format!(
-            "store format version {version}; this build reads version {FORMAT_VERSION} (stores of version 1, without a log, cannot be opened: recreate them)"
+            "store format version {version}; this build reads version {FORMAT_VERSION}"
         )));
     }
     Ok(u64::from_le_bytes(
@@ -92,6 +109,15 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("version 1"));
+        // A version 2 page, whose checksum did not cover the page id: the
+        // version is named, not a checksum.
+        let mut v2 = page;
+        v2[32..36].copy_from_slice(&2u32.to_le_bytes());
+        let err = decode_meta(&v2).unwrap_err().to_string();
+        assert!(
+            err.contains("version 2") && err.contains("recreate"),
+            "{err}"
+        );
         assert!(decode_meta(&[0u8; PAGE_SIZE])
             .unwrap_err()
             .to_string()

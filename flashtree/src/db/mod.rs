@@ -1243,8 +1243,18 @@ impl TaskCtx {
         // task's own puts do not overlap.
         let last_key = self.last_puts.borrow_mut().take(tree.root);
         let previous_key = last_key.as_deref();
+        // Both neighbours, at most.
+        let mut neighbour_loads_left = 2;
         let result = run_op(&self.reads, |wb| {
-            tree::insert(bm, wb, tree.root, key, value, previous_key)
+            let kv = (key, value);
+            tree::insert(
+                bm,
+                wb,
+                tree.root,
+                kv,
+                previous_key,
+                &mut neighbour_loads_left,
+            )
         })
         .await;
         self.last_puts
@@ -1372,10 +1382,14 @@ impl TaskCtx {
         batch::check_batch_size(batch.len(), self.inner.frames_per_worker)?;
         let bm = &self.inner.bm;
         let mut prefetched = false;
+        let mut neighbour_loads = 0;
         let applied = loop {
             let step = {
                 let last_puts = self.last_puts.borrow();
-                worker::with_local(|wb| batch::apply_step(wb, batch, &last_puts))
+                let may_load_neighbour = neighbour_loads < NEIGHBOUR_LOADS_PER_WRITE_MOST;
+                worker::with_local(|wb| {
+                    batch::apply_step(wb, batch, &last_puts, may_load_neighbour)
+                })
             };
             match step {
                 Ok(applied) => break applied,
@@ -1393,6 +1407,10 @@ impl TaskCtx {
                 Err(BatchStop::Restart(Restart::Loading(pid))) => {
                     self.reads.note_miss(false);
                     worker::wait_loaded(pid).await
+                }
+                Err(BatchStop::LoadNeighbour(pid)) => {
+                    neighbour_loads += 1;
+                    worker::load_page(pid, &self.reads).await?
                 }
                 Err(BatchStop::NoLogRoom { record_bytes }) => {
                     worker::wait_log_room(record_bytes).await
@@ -1558,6 +1576,13 @@ pub const MULTI_GET_TASKS: usize = 64;
 /// Times a lookup on the calling thread restarts after a latch conflict
 /// before it hands the key to a worker.
 const CALLER_LOOKUP_TRIES: usize = 4;
+
+/// Most neighbour leaves one write loads to move entries there instead of
+/// splitting a full leaf (`BatchStop::LoadNeighbour`): a batch of many
+/// scattered inserts out of memory does not wait for a read per entry
+/// that overflows; later overflows rebalance with neighbours in memory or
+/// split.
+const NEIGHBOUR_LOADS_PER_WRITE_MOST: usize = 4;
 
 /// Iterator over a range, fetching one leaf per step from a worker.
 pub struct RangeIter<'a> {
