@@ -190,15 +190,10 @@ pub fn insert(
     leaf.check()?;
     if !fits {
         let pid = leaf.pid();
-        split(
-            bm,
-            wb,
-            root,
-            pid,
-            (key, value.len()),
-            previous_key,
-            neighbour_loads_left,
-        )?;
+        let kv = (key, Some(value));
+        if split(bm, wb, root, pid, kv, previous_key, neighbour_loads_left)? {
+            return Ok(()); // entries moved to a neighbour, and the entry added
+        }
         return Err(Restart::Retry.into());
     }
     // The upgrade succeeds only if the page is unchanged, so `found` holds.
@@ -326,34 +321,42 @@ fn looks_appended(n: &Node, key: &[u8]) -> bool {
 
 /// Splits node `pid` (which holds `key`'s range), splitting parents first
 /// when they lack room for the separator.
-/// (`value_len`: the length of the value to insert with `key`; 0 for a
-/// separator.)
+/// (`value`: the value to insert with `key`, or None for a separator.)
+/// Returns true when, instead of splitting a leaf, it moved entries to a
+/// neighbour and inserted `key` with `value`, under the same latches, so
+/// that no other task can take the room it made (two tasks moving the
+/// same entries back and forth for their own inserts, each inserting
+/// only after releasing the latches, livelocked a load).
 fn split(
     bm: &BufferManager,
     wb: &mut WorkerBuffer,
     root: PageId,
     pid: PageId,
-    (key, value_len): (&[u8], usize),
+    (key, value): (&[u8], Option<&[u8]>),
     previous_key: Option<&[u8]>,
     neighbour_loads_left: &mut usize,
-) -> OpResult<()> {
+) -> OpResult<bool> {
     let Some((parent, _)) = find_parent(bm, root, pid, key)? else {
-        return split_root(bm, wb, root);
+        return split_root(bm, wb, root).map(|()| false);
     };
     let parent_has_space = Node::from_page(parent.page()).has_space_for(MAX_KEY_BYTES, 8);
     parent.check()?;
     if !parent_has_space {
         let parent_pid = parent.pid();
-        return split(bm, wb, root, parent_pid, (key, 0), previous_key, &mut 0);
+        let kv = (key, None);
+        return split(bm, wb, root, parent_pid, kv, previous_key, &mut 0).map(|_| false);
     }
     let node = bm.fix_optimistic(pid)?;
     parent.check()?;
     let mut parent = parent.upgrade()?;
     let mut node = node.upgrade()?;
     if Node::from_page(node.page()).count() < 2 {
-        return Ok(()); // someone else split or emptied it meanwhile
+        return Ok(false); // someone else split or emptied it meanwhile
     }
-    let kv = (key, value_len);
+    let Some(value) = value else {
+        return split_latched(bm, wb, &mut parent, &mut node, key, previous_key).map(|_| false);
+    };
+    let kv = (key, value);
     if rebalance_instead(
         bm,
         (&mut parent, &mut node),
@@ -361,24 +364,25 @@ fn split(
         previous_key,
         neighbour_loads_left,
     )? {
-        return Ok(());
+        return Ok(true);
     }
-    split_latched(bm, wb, &mut parent, &mut node, key, previous_key).map(drop)
+    split_latched(bm, wb, &mut parent, &mut node, key, previous_key).map(|_| false)
 }
 
 /// A full leaf `node` under `parent` (both latched) that would split
 /// evenly for `key`: moves entries to a neighbour that is in memory and
 /// has room instead, if there is one (a neighbour latched by another task
-/// is skipped). When none did and one is not in memory, returns
-/// `Restart::Load` of it while `neighbour_loads_left` lasts. True if it
-/// moved entries.
+/// is skipped), and inserts `key` with `value`. When none did and one is
+/// not in memory, returns `Restart::Load` of it while
+/// `neighbour_loads_left` lasts. True if it moved entries and inserted.
 fn rebalance_instead<'a>(
     bm: &'a BufferManager,
     (parent, node): (&mut GuardX<'a>, &mut GuardX<'a>),
-    (key, value_len): (&[u8], usize),
+    (key, value): (&[u8], &[u8]),
     previous_key: Option<&[u8]>,
     neighbour_loads_left: &mut usize,
 ) -> OpResult<bool> {
+    let value_len = value.len();
     let n = Node::from_page(node.page());
     // (A replaced value that grew gets the split: its key is there.)
     if !n.is_leaf() || n.lower_bound(key).1 || split_kind(n, key, previous_key) != SplitKind::Even {
@@ -418,6 +422,14 @@ fn rebalance_instead<'a>(
         );
         if let Some(plan) = plan {
             apply_rebalance(parent, left_slot, left, right, &plan)?;
+            let side = if key <= plan.separator.as_slice() {
+                left
+            } else {
+                right
+            };
+            Node::from_page_mut(side.page_mut())
+                .insert(key, value)
+                .map_err(|_| corrupt(side.pid(), "insert failed after moving entries for it"))?;
             return Ok(true);
         }
     }
@@ -639,7 +651,7 @@ pub fn make_room_in_parent(
     if free_bytes >= need_bytes {
         return Ok(());
     }
-    split(bm, wb, root, parent.pid(), (key, 0), None, &mut 0)
+    split(bm, wb, root, parent.pid(), (key, None), None, &mut 0).map(drop)
 }
 
 /// The parent of `pid` (which holds `key`), if `pid` is not the root.
