@@ -247,63 +247,119 @@ pub fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<V
 
 /// [`delta_runs`], giving up (None) when the runs reach `most_bytes` of
 /// payload.
+///
+/// The page is compared in blocks of 64 bytes ([`word_mask`]: one SIMD
+/// compare per 16 bytes, and a block that is equal, the common case of a
+/// small change, costs one branch). A differing block's words are handled
+/// a stretch of consecutive differing words at a time, which gives the
+/// same runs and the same give-up point as going word by word (the payload
+/// count only grows, so checking it after a stretch instead of after each
+/// word cannot change the outcome).
 fn runs_within(
     before: &[u8; PAGE_SIZE],
     after: &[u8; PAGE_SIZE],
     most_bytes: usize,
 ) -> Option<Vec<(u16, u16)>> {
-    const WORD: usize = 8;
     const JOIN_GAP_BYTES: usize = 16;
-    // Blocks of 64 bytes: a mask of the block's differing words is built
-    // branch-free; equal blocks are skipped, a block that differs in every
-    // word and continues the last run extends it at once (the dense
-    // payload of a fresh image), and other blocks go word by word.
-    const BLOCK: usize = 64;
-    let word = |s: &[u8; PAGE_SIZE], at: usize| {
-        u64::from_ne_bytes(s[at..at + WORD].try_into().expect("8 bytes"))
-    };
+    let (before_blocks, _) = before.as_chunks::<MASK_BLOCK>();
+    let (after_blocks, _) = after.as_chunks::<MASK_BLOCK>();
     let mut runs: Vec<(u16, u16)> = Vec::new();
     let mut bytes = 0usize;
-    for block in (0..PAGE_SIZE).step_by(BLOCK) {
-        let mut mask = 0u32;
-        for w in 0..BLOCK / WORD {
-            let at = block + w * WORD;
-            mask |= u32::from(word(before, at) != word(after, at)) << w;
-        }
+    // The open run is [start, end); end == 0: none yet.
+    let mut start = 0usize;
+    let mut end = 0usize;
+    for (i, (b, a)) in before_blocks.iter().zip(after_blocks).enumerate() {
+        let mut mask = word_mask(b, a);
         if mask == 0 {
             continue;
         }
-        if mask == 0xFF {
-            if let Some((start, len)) = runs.last_mut() {
-                if *start as usize + *len as usize == block {
-                    *len += BLOCK as u16;
-                    bytes += BLOCK;
-                    if bytes >= most_bytes {
-                        return None;
-                    }
-                    continue;
-                }
+        let block = i * MASK_BLOCK;
+        if mask == 0xFF && end == block && end != 0 {
+            // Differs throughout and continues the open run (the dense
+            // payload of a fresh image).
+            end += MASK_BLOCK;
+            bytes += MASK_BLOCK;
+            if bytes >= most_bytes {
+                return None;
             }
+            continue;
         }
         while mask != 0 {
-            let at = block + mask.trailing_zeros() as usize * WORD;
-            mask &= mask - 1;
-            match runs.last_mut() {
-                Some((start, len)) if at - (*start as usize + *len as usize) < JOIN_GAP_BYTES => {
-                    bytes += at + WORD - (*start as usize + *len as usize);
-                    *len = (at + WORD - *start as usize) as u16;
+            let first = mask.trailing_zeros();
+            let words = (mask >> first).trailing_ones();
+            mask &= !(((1u32 << words) - 1) << first);
+            let at = block + first as usize * WORD;
+            let to = at + words as usize * WORD;
+            if end != 0 && at - end < JOIN_GAP_BYTES {
+                bytes += to - end;
+            } else {
+                if end != 0 {
+                    runs.push((start as u16, (end - start) as u16));
                 }
-                _ => {
-                    runs.push((at as u16, WORD as u16));
-                    bytes += RUN_HEADER_BYTES + WORD;
-                }
+                start = at;
+                bytes += RUN_HEADER_BYTES + (to - at);
             }
+            end = to;
             if bytes >= most_bytes {
                 return None;
             }
         }
     }
+    if end != 0 {
+        runs.push((start as u16, (end - start) as u16));
+    }
     Some(runs)
+}
+
+/// Bytes of a word, the unit of delta runs.
+const WORD: usize = 8;
+/// Bytes compared at once by [`word_mask`].
+const MASK_BLOCK: usize = 64;
+
+/// Bit `w` set when word `w` (bytes `8w..8w + 8`) of two 64-byte blocks
+/// differs; 0 when the blocks are equal.
+#[inline(always)]
+fn word_mask(b: &[u8; MASK_BLOCK], a: &[u8; MASK_BLOCK]) -> u32 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        use std::arch::x86_64::{
+            __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8,
+        };
+        // SAFETY: SSE2 is part of every x86_64 target. The loads are
+        // unaligned loads of 16 bytes at offsets 0, 16, 32 and 48 of two
+        // 64-byte arrays the references keep alive: all in bounds.
+        let equal_bytes = unsafe {
+            let p = b.as_ptr() as *const __m128i;
+            let q = a.as_ptr() as *const __m128i;
+            let c0 = _mm_cmpeq_epi8(_mm_loadu_si128(p), _mm_loadu_si128(q));
+            let c1 = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(1)), _mm_loadu_si128(q.add(1)));
+            let c2 = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(2)), _mm_loadu_si128(q.add(2)));
+            let c3 = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(3)), _mm_loadu_si128(q.add(3)));
+            let all = _mm_and_si128(_mm_and_si128(c0, c1), _mm_and_si128(c2, c3));
+            if _mm_movemask_epi8(all) == 0xFFFF {
+                return 0;
+            }
+            (_mm_movemask_epi8(c0) as u16 as u64)
+                | (_mm_movemask_epi8(c1) as u16 as u64) << 16
+                | (_mm_movemask_epi8(c2) as u16 as u64) << 32
+                | (_mm_movemask_epi8(c3) as u16 as u64) << 48
+        };
+        // Bit 8w + j of `differ`: byte j of word w differs. Set the top
+        // bit of each nonzero byte, then gather those 8 bits into one byte.
+        let differ = !equal_bytes;
+        const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
+        let top = ((differ & LOW7).wrapping_add(LOW7) | differ) & !LOW7;
+        ((top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let mut mask = 0u32;
+        for w in 0..MASK_BLOCK / WORD {
+            let differs = b[w * WORD..w * WORD + WORD] != a[w * WORD..w * WORD + WORD];
+            mask |= u32::from(differs) << w;
+        }
+        mask
+    }
 }
 
 /// Applies the delta payload `runs` (validated by [`decode_checked_group`])
@@ -343,7 +399,8 @@ impl GroupParts<'_> {
         RECORD_HEADER_BYTES + self.body_bytes()
     }
 
-    fn body_bytes(&self) -> usize {
+    /// Bytes of the record's body (the record less its header).
+    pub fn body_bytes(&self) -> usize {
         GROUP_FIXED_BYTES
             + self.catalog.map_or(0, |(_, name)| 8 + name.len())
             + 8 * self.freed.len()
@@ -354,11 +411,12 @@ impl GroupParts<'_> {
                 .sum::<usize>()
     }
 
-    /// Encodes the record; `emit` receives its bytes in order, in pieces.
-    /// The CRC is computed over the body as it is emitted: no copy of the
-    /// page images is made besides the one into the log.
-    pub fn encode(&self, emit: &mut dyn FnMut(&[u8])) {
-        let body_bytes = self.body_bytes();
+    /// Encodes the record's body, [`GroupParts::body_bytes`] bytes; `put`
+    /// receives them in order, in pieces, straight from the page images
+    /// (no copy is made). The record is [`record_header`] of the body, then
+    /// the body.
+    #[inline]
+    pub fn encode_body(&self, mut put: impl FnMut(&[u8])) {
         let mut fixed = [0u8; GROUP_FIXED_BYTES];
         fixed[0] = KIND_GROUP;
         fixed[4..8].copy_from_slice(&(self.pages.len() as u32).to_le_bytes());
@@ -366,74 +424,58 @@ impl GroupParts<'_> {
         fixed[16..20].copy_from_slice(&(self.freed.len() as u32).to_le_bytes());
         let catalog_bytes = self.catalog.map_or(0, |(_, name)| 8 + name.len());
         fixed[20..24].copy_from_slice(&(catalog_bytes as u32).to_le_bytes());
-        // CRC over the body: crc-fast's digest folds the pieces.
-        let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-        let mut pieces: Vec<&[u8]> = Vec::with_capacity(4 + 3 * self.pages.len());
-        pieces.push(&fixed);
-        let catalog_root;
+        put(&fixed);
         if let Some((root, name)) = self.catalog {
-            catalog_root = root.to_le_bytes();
-            pieces.push(&catalog_root);
-            pieces.push(name.as_bytes());
+            put(&root.to_le_bytes());
+            put(name.as_bytes());
         }
-        let freed: Vec<u8> = self.freed.iter().flat_map(|p| p.to_le_bytes()).collect();
-        pieces.push(&freed);
-        let headers: Vec<[u8; PAGE_CHANGE_HEADER_BYTES]> = self
-            .pages
-            .iter()
-            .map(|(pid, change)| {
-                let mut h = [0u8; PAGE_CHANGE_HEADER_BYTES];
-                h[0..8].copy_from_slice(&pid.to_le_bytes());
-                let form = match change {
-                    PageChange::Full(_) => FORM_FULL,
-                    PageChange::Delta { .. } => FORM_DELTA,
-                    PageChange::Fresh { .. } => FORM_FRESH,
-                };
-                h[8..10].copy_from_slice(&form.to_le_bytes());
-                h[12..16].copy_from_slice(&(change.payload_bytes() as u32).to_le_bytes());
-                h
-            })
-            .collect();
-        let run_headers: Vec<Vec<[u8; RUN_HEADER_BYTES]>> = self
-            .pages
-            .iter()
-            .map(|(_, change)| match change {
-                PageChange::Full(_) => Vec::new(),
-                PageChange::Delta { runs, .. } | PageChange::Fresh { runs, .. } => runs
-                    .iter()
-                    .map(|&(offset, len)| {
-                        let mut h = [0u8; RUN_HEADER_BYTES];
-                        h[0..2].copy_from_slice(&offset.to_le_bytes());
-                        h[2..4].copy_from_slice(&len.to_le_bytes());
-                        h
-                    })
-                    .collect(),
-            })
-            .collect();
-        for (i, (_, change)) in self.pages.iter().enumerate() {
-            pieces.push(&headers[i]);
+        for pid in self.freed {
+            put(&pid.to_le_bytes());
+        }
+        for (pid, change) in self.pages {
+            let mut h = [0u8; PAGE_CHANGE_HEADER_BYTES];
+            h[0..8].copy_from_slice(&pid.to_le_bytes());
+            let form = match change {
+                PageChange::Full(_) => FORM_FULL,
+                PageChange::Delta { .. } => FORM_DELTA,
+                PageChange::Fresh { .. } => FORM_FRESH,
+            };
+            h[8..10].copy_from_slice(&form.to_le_bytes());
+            h[12..16].copy_from_slice(&(change.payload_bytes() as u32).to_le_bytes());
+            put(&h);
             match change {
-                PageChange::Full(image) => pieces.push(&image[..]),
+                PageChange::Full(image) => put(&image[..]),
                 PageChange::Delta { page, runs } | PageChange::Fresh { page, runs } => {
-                    for (j, &(offset, len)) in runs.iter().enumerate() {
-                        pieces.push(&run_headers[i][j]);
-                        pieces.push(&page[offset as usize..offset as usize + len as usize]);
+                    for &(offset, len) in runs.iter() {
+                        let mut run = [0u8; RUN_HEADER_BYTES];
+                        run[0..2].copy_from_slice(&offset.to_le_bytes());
+                        run[2..4].copy_from_slice(&len.to_le_bytes());
+                        put(&run);
+                        put(&page[offset as usize..offset as usize + len as usize]);
                     }
                 }
             }
         }
-        for piece in &pieces {
-            digest.update(piece);
-        }
-        let crc = digest.finalize() as u32;
-        let mut header = [0u8; RECORD_HEADER_BYTES];
-        header[0..4].copy_from_slice(&(body_bytes as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&crc.to_le_bytes());
-        emit(&header);
-        for piece in pieces {
-            emit(piece);
-        }
     }
+
+    /// Encodes the whole record (header and body) into `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.extend_from_slice(&[0; RECORD_HEADER_BYTES]);
+        self.encode_body(|piece| out.extend_from_slice(piece));
+        let body = &out[at + RECORD_HEADER_BYTES..];
+        let header = record_header(body.len(), crc32c(body));
+        out[at..at + RECORD_HEADER_BYTES].copy_from_slice(&header);
+    }
+}
+
+/// The header of a record whose body has `body_bytes` bytes and CRC-32C
+/// `crc`.
+pub fn record_header(body_bytes: usize, crc: u32) -> [u8; RECORD_HEADER_BYTES] {
+    let mut header = [0u8; RECORD_HEADER_BYTES];
+    header[0..4].copy_from_slice(&(body_bytes as u32).to_le_bytes());
+    header[4..8].copy_from_slice(&crc.to_le_bytes());
+    header
 }
 
 /// A decoded group, borrowing its body.
@@ -704,6 +746,15 @@ mod tests {
         before: &[u8; PAGE_SIZE],
         after: &[u8; PAGE_SIZE],
     ) -> Option<Vec<(u16, u16)>> {
+        runs_within_reference(before, after, PAGE_SIZE / 2)
+    }
+
+    /// The plain word-by-word comparison `runs_within` must agree with.
+    fn runs_within_reference(
+        before: &[u8; PAGE_SIZE],
+        after: &[u8; PAGE_SIZE],
+        most_bytes: usize,
+    ) -> Option<Vec<(u16, u16)>> {
         let mut runs: Vec<(u16, u16)> = Vec::new();
         let mut bytes = 0usize;
         for at in (0..PAGE_SIZE).step_by(8) {
@@ -720,7 +771,7 @@ mod tests {
                     bytes += RUN_HEADER_BYTES + 8;
                 }
             }
-            if bytes >= PAGE_SIZE / 2 {
+            if bytes >= most_bytes {
                 return None;
             }
         }
@@ -750,6 +801,46 @@ mod tests {
                 prop_assert_eq!(&rebuilt[..], &after[..]);
             }
         }
+    }
+
+    proptest! {
+        #[test]
+        fn runs_within_matches_the_reference_on_any_pages(
+            base in proptest::collection::vec(any::<u8>(), PAGE_SIZE),
+            zeros in any::<bool>(),
+            edits in proptest::collection::vec((0usize..PAGE_SIZE, 1usize..600, any::<u8>()), 0..40),
+            most_bytes in prop_oneof![Just(PAGE_SIZE / 2), Just(FRESH_MOST_BYTES), 1usize..PAGE_SIZE * 2],
+        ) {
+            let mut before = Box::new([0u8; PAGE_SIZE]);
+            if !zeros {
+                before.copy_from_slice(&base);
+            }
+            let mut after = before.clone();
+            for (at, len, byte) in edits {
+                let end = (at + len).min(PAGE_SIZE);
+                after[at..end].fill(byte);
+            }
+            prop_assert_eq!(
+                runs_within(&before, &after, most_bytes),
+                runs_within_reference(&before, &after, most_bytes)
+            );
+        }
+    }
+
+    #[test]
+    fn runs_within_finds_every_single_byte_change() {
+        let before = Box::new([0x33u8; PAGE_SIZE]);
+        for at in 0..PAGE_SIZE {
+            let mut after = before.clone();
+            after[at] ^= 0x80;
+            let word = at / 8 * 8;
+            assert_eq!(
+                runs_within(&before, &after, PAGE_SIZE),
+                Some(vec![(word as u16, 8)]),
+                "byte {at}"
+            );
+        }
+        assert_eq!(runs_within(&before, &before.clone(), 1), Some(vec![]));
     }
 
     #[test]
@@ -796,7 +887,7 @@ mod tests {
             pages: &pages,
         };
         let mut bytes = Vec::new();
-        parts.encode(&mut |piece| bytes.extend_from_slice(piece));
+        parts.encode_into(&mut bytes);
         assert_eq!(bytes.len(), parts.record_bytes());
         let len = u32_at(&bytes, 0) as usize;
         let crc = u32_at(&bytes, 4);
@@ -853,7 +944,7 @@ mod tests {
             pages: &pages,
         };
         let mut bytes = Vec::new();
-        parts.encode(&mut |piece| bytes.extend_from_slice(piece));
+        parts.encode_into(&mut bytes);
         assert!(bytes.len() < PAGE_SIZE, "{} bytes", bytes.len());
         let len = u32_at(&bytes, 0) as usize;
         let group = decode_group(&bytes[8..8 + len], u32_at(&bytes, 4)).unwrap();
