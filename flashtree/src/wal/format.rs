@@ -248,10 +248,11 @@ pub fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<V
 /// [`delta_runs`], giving up (None) when the runs reach `most_bytes` of
 /// payload.
 ///
-/// The page is compared in blocks of 64 bytes ([`word_mask`]: one SIMD
-/// compare per 16 bytes, and a block that is equal, the common case of a
-/// small change, costs one branch). A differing block's words are handled
-/// a stretch of consecutive differing words at a time, which gives the
+/// The pages are compared in groups of 256 bytes: a mask of the group's
+/// differing words comes from eight 32-byte compares with AVX2 where the
+/// CPU has it (a group that is equal, the common case of a small change,
+/// costs one branch), else from word compares. A group's differing words
+/// are then taken a stretch of consecutive words at a time, which gives the
 /// same runs and the same give-up point as going word by word (the payload
 /// count only grows, so checking it after a stretch instead of after each
 /// word cannot change the outcome).
@@ -260,25 +261,49 @@ fn runs_within(
     after: &[u8; PAGE_SIZE],
     most_bytes: usize,
 ) -> Option<Vec<(u16, u16)>> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above), the one condition
+        // of calling a function compiled with `target_feature(enable = "avx2")`.
+        return unsafe { runs_within_avx2(before, after, most_bytes) };
+    }
+    runs_within_by(before, after, most_bytes, differing_words_portable)
+}
+
+/// Bytes of a word, the unit of delta runs.
+const WORD: usize = 8;
+/// Bytes compared at once: 32 words, one bit each in a `u32` mask.
+const COMPARE_GROUP: usize = 256;
+const _: () = assert!(COMPARE_GROUP / WORD == 32 && PAGE_SIZE % COMPARE_GROUP == 0);
+
+/// [`runs_within`] with `differing_words(before, after)`: bit `w` set when
+/// word `w` of the two groups differs.
+#[inline(always)]
+fn runs_within_by(
+    before: &[u8; PAGE_SIZE],
+    after: &[u8; PAGE_SIZE],
+    most_bytes: usize,
+    differing_words: impl Fn(&[u8; COMPARE_GROUP], &[u8; COMPARE_GROUP]) -> u32,
+) -> Option<Vec<(u16, u16)>> {
     const JOIN_GAP_BYTES: usize = 16;
-    let (before_blocks, _) = before.as_chunks::<MASK_BLOCK>();
-    let (after_blocks, _) = after.as_chunks::<MASK_BLOCK>();
+    let (before_groups, _) = before.as_chunks::<COMPARE_GROUP>();
+    let (after_groups, _) = after.as_chunks::<COMPARE_GROUP>();
     let mut runs: Vec<(u16, u16)> = Vec::new();
     let mut bytes = 0usize;
     // The open run is [start, end); end == 0: none yet.
     let mut start = 0usize;
     let mut end = 0usize;
-    for (i, (b, a)) in before_blocks.iter().zip(after_blocks).enumerate() {
-        let mut mask = word_mask(b, a);
+    for (i, (b, a)) in before_groups.iter().zip(after_groups).enumerate() {
+        let mut mask = differing_words(b, a);
         if mask == 0 {
             continue;
         }
-        let block = i * MASK_BLOCK;
-        if mask == 0xFF && end == block && end != 0 {
+        let group = i * COMPARE_GROUP;
+        if mask == u32::MAX && end == group && end != 0 {
             // Differs throughout and continues the open run (the dense
             // payload of a fresh image).
-            end += MASK_BLOCK;
-            bytes += MASK_BLOCK;
+            end += COMPARE_GROUP;
+            bytes += COMPARE_GROUP;
             if bytes >= most_bytes {
                 return None;
             }
@@ -287,8 +312,10 @@ fn runs_within(
         while mask != 0 {
             let first = mask.trailing_zeros();
             let words = (mask >> first).trailing_ones();
-            mask &= !(((1u32 << words) - 1) << first);
-            let at = block + first as usize * WORD;
+            // Clear the stretch (and the zeros below it): bits from
+            // first + words up stay (none when that is 32).
+            mask &= (u64::MAX << (first + words)) as u32;
+            let at = group + first as usize * WORD;
             let to = at + words as usize * WORD;
             if end != 0 && at - end < JOIN_GAP_BYTES {
                 bytes += to - end;
@@ -311,55 +338,59 @@ fn runs_within(
     Some(runs)
 }
 
-/// Bytes of a word, the unit of delta runs.
-const WORD: usize = 8;
-/// Bytes compared at once by [`word_mask`].
-const MASK_BLOCK: usize = 64;
-
-/// Bit `w` set when word `w` (bytes `8w..8w + 8`) of two 64-byte blocks
-/// differs; 0 when the blocks are equal.
+/// The differing words of two groups, compared a word at a time.
 #[inline(always)]
-fn word_mask(b: &[u8; MASK_BLOCK], a: &[u8; MASK_BLOCK]) -> u32 {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{
-            __m128i, _mm_and_si128, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8,
-        };
-        // SAFETY: SSE2 is part of every x86_64 target. The loads are
-        // unaligned loads of 16 bytes at offsets 0, 16, 32 and 48 of two
-        // 64-byte arrays the references keep alive: all in bounds.
-        let equal_bytes = unsafe {
-            let p = b.as_ptr() as *const __m128i;
-            let q = a.as_ptr() as *const __m128i;
-            let c0 = _mm_cmpeq_epi8(_mm_loadu_si128(p), _mm_loadu_si128(q));
-            let c1 = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(1)), _mm_loadu_si128(q.add(1)));
-            let c2 = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(2)), _mm_loadu_si128(q.add(2)));
-            let c3 = _mm_cmpeq_epi8(_mm_loadu_si128(p.add(3)), _mm_loadu_si128(q.add(3)));
-            let all = _mm_and_si128(_mm_and_si128(c0, c1), _mm_and_si128(c2, c3));
-            if _mm_movemask_epi8(all) == 0xFFFF {
-                return 0;
-            }
-            (_mm_movemask_epi8(c0) as u16 as u64)
-                | (_mm_movemask_epi8(c1) as u16 as u64) << 16
-                | (_mm_movemask_epi8(c2) as u16 as u64) << 32
-                | (_mm_movemask_epi8(c3) as u16 as u64) << 48
-        };
-        // Bit 8w + j of `differ`: byte j of word w differs. Set the top
-        // bit of each nonzero byte, then gather those 8 bits into one byte.
-        let differ = !equal_bytes;
-        const LOW7: u64 = 0x7F7F_7F7F_7F7F_7F7F;
-        let top = ((differ & LOW7).wrapping_add(LOW7) | differ) & !LOW7;
-        ((top >> 7).wrapping_mul(0x0102_0408_1020_4080) >> 56) as u32
+fn differing_words_portable(b: &[u8; COMPARE_GROUP], a: &[u8; COMPARE_GROUP]) -> u32 {
+    let (b_words, _) = b.as_chunks::<WORD>();
+    let (a_words, _) = a.as_chunks::<WORD>();
+    let mut mask = 0u32;
+    for (w, (x, y)) in b_words.iter().zip(a_words).enumerate() {
+        mask |= u32::from(u64::from_ne_bytes(*x) != u64::from_ne_bytes(*y)) << w;
     }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let mut mask = 0u32;
-        for w in 0..MASK_BLOCK / WORD {
-            let differs = b[w * WORD..w * WORD + WORD] != a[w * WORD..w * WORD + WORD];
-            mask |= u32::from(differs) << w;
+    mask
+}
+
+/// [`runs_within`] with AVX2 compares (8 × 32 bytes per group).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn runs_within_avx2(
+    before: &[u8; PAGE_SIZE],
+    after: &[u8; PAGE_SIZE],
+    most_bytes: usize,
+) -> Option<Vec<(u16, u16)>> {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_castsi256_pd, _mm256_cmpeq_epi64, _mm256_loadu_si256,
+        _mm256_movemask_epi8, _mm256_movemask_pd,
+    };
+    runs_within_by(before, after, most_bytes, |b, a| {
+        let (p, q) = (b.as_ptr() as *const __m256i, a.as_ptr() as *const __m256i);
+        // SAFETY: unaligned loads of 32 bytes at offsets 0, 32, .., 224 of
+        // two 256-byte arrays that the references keep alive: in bounds.
+        let load = |i: usize| unsafe { (_mm256_loadu_si256(p.add(i)), _mm256_loadu_si256(q.add(i))) };
+        let mut equal = [_mm256_cmpeq_epi64(load(0).0, load(0).1); COMPARE_GROUP / 32];
+        for (i, e) in equal.iter_mut().enumerate().skip(1) {
+            let (x, y) = load(i);
+            *e = _mm256_cmpeq_epi64(x, y);
         }
-        mask
-    }
+        let all = _mm256_and_si256(
+            _mm256_and_si256(
+                _mm256_and_si256(equal[0], equal[1]),
+                _mm256_and_si256(equal[2], equal[3]),
+            ),
+            _mm256_and_si256(
+                _mm256_and_si256(equal[4], equal[5]),
+                _mm256_and_si256(equal[6], equal[7]),
+            ),
+        );
+        if _mm256_movemask_epi8(all) == -1 {
+            return 0;
+        }
+        let mut equal_words = 0u32;
+        for (i, e) in equal.iter().enumerate() {
+            equal_words |= (_mm256_movemask_pd(_mm256_castsi256_pd(*e)) as u32) << (4 * i);
+        }
+        !equal_words
+    })
 }
 
 /// Applies the delta payload `runs` (validated by [`decode_checked_group`])
@@ -820,9 +851,11 @@ mod tests {
                 let end = (at + len).min(PAGE_SIZE);
                 after[at..end].fill(byte);
             }
+            let expected = runs_within_reference(&before, &after, most_bytes);
+            prop_assert_eq!(&runs_within(&before, &after, most_bytes), &expected);
             prop_assert_eq!(
-                runs_within(&before, &after, most_bytes),
-                runs_within_reference(&before, &after, most_bytes)
+                &runs_within_by(&before, &after, most_bytes, differing_words_portable),
+                &expected
             );
         }
     }
@@ -836,6 +869,11 @@ mod tests {
             let word = at / 8 * 8;
             assert_eq!(
                 runs_within(&before, &after, PAGE_SIZE),
+                Some(vec![(word as u16, 8)]),
+                "byte {at}"
+            );
+            assert_eq!(
+                runs_within_by(&before, &after, PAGE_SIZE, differing_words_portable),
                 Some(vec![(word as u16, 8)]),
                 "byte {at}"
             );
