@@ -192,9 +192,9 @@ impl PageChange<'_> {
 #[derive(Debug)]
 pub enum PageRuns {
     /// The ranges that differ from the page's previous version.
-    Delta(Vec<(u16, u16)>),
+    Delta(RunList),
     /// The page's nonzero ranges: a new image.
-    Fresh(Vec<(u16, u16)>),
+    Fresh(RunList),
     /// The full image.
     Full,
 }
@@ -212,7 +212,7 @@ impl PageRuns {
     /// otherwise a new image: fresh when the page is mostly zeros (a
     /// half-full node after a split), else full.
     pub fn plan(before: Option<&[u8; PAGE_SIZE]>, page: &[u8; PAGE_SIZE]) -> PageRuns {
-        if let Some(runs) = before.and_then(|before| delta_runs(before, page)) {
+        if let Some(runs) = before.and_then(|before| runs_within(before, page, PAGE_SIZE / 2)) {
             return PageRuns::Delta(runs);
         }
         match runs_within(&ZERO_PAGE, page, FRESH_MOST_BYTES) {
@@ -242,7 +242,71 @@ impl PageRuns {
 /// None when the delta would not be smaller than half a page: the full
 /// image is logged instead.
 pub fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<Vec<(u16, u16)>> {
-    runs_within(before, after, PAGE_SIZE / 2)
+    runs_within(before, after, PAGE_SIZE / 2).map(|runs| runs.to_vec())
+}
+
+/// Runs of a page change, held inline up to [`RunList::INLINE`] (a
+/// typical delta has two to four: the header, a shifted slot array, a
+/// record), else in a vector: no allocation per logged page.
+#[derive(Clone, Debug)]
+pub enum RunList {
+    /// The first `len` of `runs`.
+    Inline {
+        /// Runs in use.
+        len: u8,
+        /// The runs.
+        runs: [(u16, u16); RunList::INLINE],
+    },
+    /// More than [`RunList::INLINE`] runs.
+    Heap(Vec<(u16, u16)>),
+}
+
+impl RunList {
+    /// Runs held without an allocation.
+    pub const INLINE: usize = 8;
+
+    /// No runs.
+    pub fn new() -> RunList {
+        RunList::Inline {
+            len: 0,
+            runs: [(0, 0); RunList::INLINE],
+        }
+    }
+
+    /// Appends a run.
+    #[inline]
+    pub fn push(&mut self, run: (u16, u16)) {
+        match self {
+            RunList::Inline { len, runs } if (*len as usize) < RunList::INLINE => {
+                runs[*len as usize] = run;
+                *len += 1;
+            }
+            RunList::Inline { runs, .. } => {
+                let mut all = Vec::with_capacity(2 * RunList::INLINE);
+                all.extend_from_slice(&runs[..]);
+                all.push(run);
+                *self = RunList::Heap(all);
+            }
+            RunList::Heap(all) => all.push(run),
+        }
+    }
+}
+
+impl Default for RunList {
+    fn default() -> RunList {
+        RunList::new()
+    }
+}
+
+impl std::ops::Deref for RunList {
+    type Target = [(u16, u16)];
+
+    fn deref(&self) -> &[(u16, u16)] {
+        match self {
+            RunList::Inline { len, runs } => &runs[..*len as usize],
+            RunList::Heap(all) => all,
+        }
+    }
 }
 
 /// [`delta_runs`], giving up (None) when the runs reach `most_bytes` of
@@ -260,7 +324,7 @@ fn runs_within(
     before: &[u8; PAGE_SIZE],
     after: &[u8; PAGE_SIZE],
     most_bytes: usize,
-) -> Option<Vec<(u16, u16)>> {
+) -> Option<RunList> {
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
         // SAFETY: the CPU has AVX2 (checked just above), the one condition
@@ -284,11 +348,11 @@ fn runs_within_by(
     after: &[u8; PAGE_SIZE],
     most_bytes: usize,
     differing_words: impl Fn(&[u8; COMPARE_GROUP], &[u8; COMPARE_GROUP]) -> u32,
-) -> Option<Vec<(u16, u16)>> {
+) -> Option<RunList> {
     const JOIN_GAP_BYTES: usize = 16;
     let (before_groups, _) = before.as_chunks::<COMPARE_GROUP>();
     let (after_groups, _) = after.as_chunks::<COMPARE_GROUP>();
-    let mut runs: Vec<(u16, u16)> = Vec::new();
+    let mut runs = RunList::new();
     let mut bytes = 0usize;
     // The open run is [start, end); end == 0: none yet.
     let mut start = 0usize;
@@ -357,7 +421,7 @@ fn runs_within_avx2(
     before: &[u8; PAGE_SIZE],
     after: &[u8; PAGE_SIZE],
     most_bytes: usize,
-) -> Option<Vec<(u16, u16)>> {
+) -> Option<RunList> {
     use std::arch::x86_64::{
         __m256i, _mm256_and_si256, _mm256_castsi256_pd, _mm256_cmpeq_epi64, _mm256_loadu_si256,
         _mm256_movemask_epi8, _mm256_movemask_pd,
@@ -852,12 +916,24 @@ mod tests {
                 after[at..end].fill(byte);
             }
             let expected = runs_within_reference(&before, &after, most_bytes);
-            prop_assert_eq!(&runs_within(&before, &after, most_bytes), &expected);
+            let to_vec = |runs: Option<RunList>| runs.map(|r| r.to_vec());
+            prop_assert_eq!(&to_vec(runs_within(&before, &after, most_bytes)), &expected);
             prop_assert_eq!(
-                &runs_within_by(&before, &after, most_bytes, differing_words_portable),
+                &to_vec(runs_within_by(&before, &after, most_bytes, differing_words_portable)),
                 &expected
             );
         }
+    }
+
+    #[test]
+    fn run_lists_spill_to_the_heap_in_order() {
+        let mut list = RunList::new();
+        for i in 0..3 * RunList::INLINE as u16 {
+            list.push((i * 16, 8));
+            assert_eq!(list.len(), i as usize + 1);
+            assert!(list.iter().enumerate().all(|(j, &r)| r == (j as u16 * 16, 8)));
+        }
+        assert!(matches!(list, RunList::Heap(_)));
     }
 
     #[test]
@@ -868,17 +944,20 @@ mod tests {
             after[at] ^= 0x80;
             let word = at / 8 * 8;
             assert_eq!(
-                runs_within(&before, &after, PAGE_SIZE),
-                Some(vec![(word as u16, 8)]),
+                runs_within(&before, &after, PAGE_SIZE).as_deref(),
+                Some(&[(word as u16, 8)][..]),
                 "byte {at}"
             );
             assert_eq!(
-                runs_within_by(&before, &after, PAGE_SIZE, differing_words_portable),
-                Some(vec![(word as u16, 8)]),
+                runs_within_by(&before, &after, PAGE_SIZE, differing_words_portable).as_deref(),
+                Some(&[(word as u16, 8)][..]),
                 "byte {at}"
             );
         }
-        assert_eq!(runs_within(&before, &before.clone(), 1), Some(vec![]));
+        assert_eq!(
+            runs_within(&before, &before.clone(), 1).as_deref(),
+            Some(&[][..])
+        );
     }
 
     #[test]
