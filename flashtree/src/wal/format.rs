@@ -430,7 +430,8 @@ fn runs_within_avx2(
         let (p, q) = (b.as_ptr() as *const __m256i, a.as_ptr() as *const __m256i);
         // SAFETY: unaligned loads of 32 bytes at offsets 0, 32, .., 224 of
         // two 256-byte arrays that the references keep alive: in bounds.
-        let load = |i: usize| unsafe { (_mm256_loadu_si256(p.add(i)), _mm256_loadu_si256(q.add(i))) };
+        let load =
+            |i: usize| unsafe { (_mm256_loadu_si256(p.add(i)), _mm256_loadu_si256(q.add(i))) };
         let mut equal = [_mm256_cmpeq_epi64(load(0).0, load(0).1); COMPARE_GROUP / 32];
         for (i, e) in equal.iter_mut().enumerate().skip(1) {
             let (x, y) = load(i);
@@ -931,7 +932,10 @@ mod tests {
         for i in 0..3 * RunList::INLINE as u16 {
             list.push((i * 16, 8));
             assert_eq!(list.len(), i as usize + 1);
-            assert!(list.iter().enumerate().all(|(j, &r)| r == (j as u16 * 16, 8)));
+            assert!(list
+                .iter()
+                .enumerate()
+                .all(|(j, &r)| r == (j as u16 * 16, 8)));
         }
         assert!(matches!(list, RunList::Heap(_)));
     }

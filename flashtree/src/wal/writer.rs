@@ -500,7 +500,13 @@ mod tests {
         let mut page = Box::new([0u8; crate::io::PAGE_SIZE]);
         for i in 0..40usize {
             let before = page.clone();
-            for (k, b) in page.iter_mut().enumerate().skip(i * 97 % 4000).step_by(i % 7 + 1).take(i * 13 % 300 + 1) {
+            for (k, b) in page
+                .iter_mut()
+                .enumerate()
+                .skip(i * 97 % 4000)
+                .step_by(i % 7 + 1)
+                .take(i * 13 % 300 + 1)
+            {
                 *b = (k + i) as u8;
             }
             let runs = PageRuns::plan((i % 3 != 0).then_some(&*before), &page);
@@ -531,7 +537,11 @@ mod tests {
         assert!(stream == expected, "the ring holds the encoded records");
         assert_eq!(
             log.stats.record_bytes as usize,
-            expected.len() - (0..40).filter(|i| i % 6 == 5).map(|i| i * 31 % 100).sum::<usize>()
+            expected.len()
+                - (0..40)
+                    .filter(|i| i % 6 == 5)
+                    .map(|i| i * 31 % 100)
+                    .sum::<usize>()
         );
     }
 
