@@ -338,7 +338,7 @@ fn runs_within(
 const WORD: usize = 8;
 /// Bytes compared at once: 32 words, one bit each in a `u32` mask.
 const COMPARE_GROUP: usize = 256;
-const _: () = assert!(COMPARE_GROUP / WORD == 32 && PAGE_SIZE % COMPARE_GROUP == 0);
+const _: () = assert!(COMPARE_GROUP / WORD == 32 && PAGE_SIZE.is_multiple_of(COMPARE_GROUP));
 
 /// [`runs_within`] with `differing_words(before, after)`: bit `w` set when
 /// word `w` of the two groups differs.
