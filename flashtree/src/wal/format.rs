@@ -192,9 +192,9 @@ impl PageChange<'_> {
 #[derive(Debug)]
 pub enum PageRuns {
     /// The ranges that differ from the page's previous version.
-    Delta(Vec<(u16, u16)>),
+    Delta(RunList),
     /// The page's nonzero ranges: a new image.
-    Fresh(Vec<(u16, u16)>),
+    Fresh(RunList),
     /// The full image.
     Full,
 }
@@ -212,7 +212,7 @@ impl PageRuns {
     /// otherwise a new image: fresh when the page is mostly zeros (a
     /// half-full node after a split), else full.
     pub fn plan(before: Option<&[u8; PAGE_SIZE]>, page: &[u8; PAGE_SIZE]) -> PageRuns {
-        if let Some(runs) = before.and_then(|before| delta_runs(before, page)) {
+        if let Some(runs) = before.and_then(|before| runs_within(before, page, PAGE_SIZE / 2)) {
             return PageRuns::Delta(runs);
         }
         match runs_within(&ZERO_PAGE, page, FRESH_MOST_BYTES) {
@@ -242,68 +242,220 @@ impl PageRuns {
 /// None when the delta would not be smaller than half a page: the full
 /// image is logged instead.
 pub fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<Vec<(u16, u16)>> {
-    runs_within(before, after, PAGE_SIZE / 2)
+    runs_within(before, after, PAGE_SIZE / 2).map(|runs| runs.to_vec())
+}
+
+/// Runs of a page change, held inline up to [`RunList::INLINE`] (a
+/// typical delta has two to four: the header, a shifted slot array, a
+/// record), else in a vector: no allocation per logged page.
+#[derive(Clone, Debug)]
+pub enum RunList {
+    /// The first `len` of `runs`.
+    Inline {
+        /// Runs in use.
+        len: u8,
+        /// The runs.
+        runs: [(u16, u16); RunList::INLINE],
+    },
+    /// More than [`RunList::INLINE`] runs.
+    Heap(Vec<(u16, u16)>),
+}
+
+impl RunList {
+    /// Runs held without an allocation.
+    pub const INLINE: usize = 8;
+
+    /// No runs.
+    pub fn new() -> RunList {
+        RunList::Inline {
+            len: 0,
+            runs: [(0, 0); RunList::INLINE],
+        }
+    }
+
+    /// Appends a run.
+    #[inline]
+    pub fn push(&mut self, run: (u16, u16)) {
+        match self {
+            RunList::Inline { len, runs } if (*len as usize) < RunList::INLINE => {
+                runs[*len as usize] = run;
+                *len += 1;
+            }
+            RunList::Inline { runs, .. } => {
+                let mut all = Vec::with_capacity(2 * RunList::INLINE);
+                all.extend_from_slice(&runs[..]);
+                all.push(run);
+                *self = RunList::Heap(all);
+            }
+            RunList::Heap(all) => all.push(run),
+        }
+    }
+}
+
+impl Default for RunList {
+    fn default() -> RunList {
+        RunList::new()
+    }
+}
+
+impl std::ops::Deref for RunList {
+    type Target = [(u16, u16)];
+
+    fn deref(&self) -> &[(u16, u16)] {
+        match self {
+            RunList::Inline { len, runs } => &runs[..*len as usize],
+            RunList::Heap(all) => all,
+        }
+    }
 }
 
 /// [`delta_runs`], giving up (None) when the runs reach `most_bytes` of
 /// payload.
+///
+/// The pages are compared in groups of 256 bytes: a mask of the group's
+/// differing words comes from eight 32-byte compares with AVX2 where the
+/// CPU has it (a group that is equal, the common case of a small change,
+/// costs one branch), else from word compares. A group's differing words
+/// are then taken a stretch of consecutive words at a time, which gives the
+/// same runs and the same give-up point as going word by word (the payload
+/// count only grows, so checking it after a stretch instead of after each
+/// word cannot change the outcome).
 fn runs_within(
     before: &[u8; PAGE_SIZE],
     after: &[u8; PAGE_SIZE],
     most_bytes: usize,
-) -> Option<Vec<(u16, u16)>> {
-    const WORD: usize = 8;
+) -> Option<RunList> {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU has AVX2 (checked just above), the one condition
+        // of calling a function compiled with `target_feature(enable = "avx2")`.
+        return unsafe { runs_within_avx2(before, after, most_bytes) };
+    }
+    runs_within_by(before, after, most_bytes, differing_words_portable)
+}
+
+/// Bytes of a word, the unit of delta runs.
+const WORD: usize = 8;
+/// Bytes compared at once: 32 words, one bit each in a `u32` mask.
+const COMPARE_GROUP: usize = 256;
+const _: () = assert!(COMPARE_GROUP / WORD == 32 && PAGE_SIZE.is_multiple_of(COMPARE_GROUP));
+
+/// [`runs_within`] with `differing_words(before, after)`: bit `w` set when
+/// word `w` of the two groups differs.
+#[inline(always)]
+fn runs_within_by(
+    before: &[u8; PAGE_SIZE],
+    after: &[u8; PAGE_SIZE],
+    most_bytes: usize,
+    differing_words: impl Fn(&[u8; COMPARE_GROUP], &[u8; COMPARE_GROUP]) -> u32,
+) -> Option<RunList> {
     const JOIN_GAP_BYTES: usize = 16;
-    // Blocks of 64 bytes: a mask of the block's differing words is built
-    // branch-free; equal blocks are skipped, a block that differs in every
-    // word and continues the last run extends it at once (the dense
-    // payload of a fresh image), and other blocks go word by word.
-    const BLOCK: usize = 64;
-    let word = |s: &[u8; PAGE_SIZE], at: usize| {
-        u64::from_ne_bytes(s[at..at + WORD].try_into().expect("8 bytes"))
-    };
-    let mut runs: Vec<(u16, u16)> = Vec::new();
+    let (before_groups, _) = before.as_chunks::<COMPARE_GROUP>();
+    let (after_groups, _) = after.as_chunks::<COMPARE_GROUP>();
+    let mut runs = RunList::new();
     let mut bytes = 0usize;
-    for block in (0..PAGE_SIZE).step_by(BLOCK) {
-        let mut mask = 0u32;
-        for w in 0..BLOCK / WORD {
-            let at = block + w * WORD;
-            mask |= u32::from(word(before, at) != word(after, at)) << w;
-        }
+    // The open run is [start, end); end == 0: none yet.
+    let mut start = 0usize;
+    let mut end = 0usize;
+    for (i, (b, a)) in before_groups.iter().zip(after_groups).enumerate() {
+        let mut mask = differing_words(b, a);
         if mask == 0 {
             continue;
         }
-        if mask == 0xFF {
-            if let Some((start, len)) = runs.last_mut() {
-                if *start as usize + *len as usize == block {
-                    *len += BLOCK as u16;
-                    bytes += BLOCK;
-                    if bytes >= most_bytes {
-                        return None;
-                    }
-                    continue;
-                }
+        let group = i * COMPARE_GROUP;
+        if mask == u32::MAX && end == group && end != 0 {
+            // Differs throughout and continues the open run (the dense
+            // payload of a fresh image).
+            end += COMPARE_GROUP;
+            bytes += COMPARE_GROUP;
+            if bytes >= most_bytes {
+                return None;
             }
+            continue;
         }
         while mask != 0 {
-            let at = block + mask.trailing_zeros() as usize * WORD;
-            mask &= mask - 1;
-            match runs.last_mut() {
-                Some((start, len)) if at - (*start as usize + *len as usize) < JOIN_GAP_BYTES => {
-                    bytes += at + WORD - (*start as usize + *len as usize);
-                    *len = (at + WORD - *start as usize) as u16;
+            let first = mask.trailing_zeros();
+            let words = (mask >> first).trailing_ones();
+            // Clear the stretch (and the zeros below it): bits from
+            // first + words up stay (none when that is 32).
+            mask &= (u64::MAX << (first + words)) as u32;
+            let at = group + first as usize * WORD;
+            let to = at + words as usize * WORD;
+            if end != 0 && at - end < JOIN_GAP_BYTES {
+                bytes += to - end;
+            } else {
+                if end != 0 {
+                    runs.push((start as u16, (end - start) as u16));
                 }
-                _ => {
-                    runs.push((at as u16, WORD as u16));
-                    bytes += RUN_HEADER_BYTES + WORD;
-                }
+                start = at;
+                bytes += RUN_HEADER_BYTES + (to - at);
             }
+            end = to;
             if bytes >= most_bytes {
                 return None;
             }
         }
     }
+    if end != 0 {
+        runs.push((start as u16, (end - start) as u16));
+    }
     Some(runs)
+}
+
+/// The differing words of two groups, compared a word at a time.
+#[inline(always)]
+fn differing_words_portable(b: &[u8; COMPARE_GROUP], a: &[u8; COMPARE_GROUP]) -> u32 {
+    let (b_words, _) = b.as_chunks::<WORD>();
+    let (a_words, _) = a.as_chunks::<WORD>();
+    let mut mask = 0u32;
+    for (w, (x, y)) in b_words.iter().zip(a_words).enumerate() {
+        mask |= u32::from(u64::from_ne_bytes(*x) != u64::from_ne_bytes(*y)) << w;
+    }
+    mask
+}
+
+/// [`runs_within`] with AVX2 compares (8 × 32 bytes per group).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+fn runs_within_avx2(
+    before: &[u8; PAGE_SIZE],
+    after: &[u8; PAGE_SIZE],
+    most_bytes: usize,
+) -> Option<RunList> {
+    use std::arch::x86_64::{
+        __m256i, _mm256_and_si256, _mm256_castsi256_pd, _mm256_cmpeq_epi64, _mm256_loadu_si256,
+        _mm256_movemask_epi8, _mm256_movemask_pd,
+    };
+    runs_within_by(before, after, most_bytes, |b, a| {
+        let (p, q) = (b.as_ptr() as *const __m256i, a.as_ptr() as *const __m256i);
+        // SAFETY: unaligned loads of 32 bytes at offsets 0, 32, .., 224 of
+        // two 256-byte arrays that the references keep alive: in bounds.
+        let load =
+            |i: usize| unsafe { (_mm256_loadu_si256(p.add(i)), _mm256_loadu_si256(q.add(i))) };
+        let mut equal = [_mm256_cmpeq_epi64(load(0).0, load(0).1); COMPARE_GROUP / 32];
+        for (i, e) in equal.iter_mut().enumerate().skip(1) {
+            let (x, y) = load(i);
+            *e = _mm256_cmpeq_epi64(x, y);
+        }
+        let all = _mm256_and_si256(
+            _mm256_and_si256(
+                _mm256_and_si256(equal[0], equal[1]),
+                _mm256_and_si256(equal[2], equal[3]),
+            ),
+            _mm256_and_si256(
+                _mm256_and_si256(equal[4], equal[5]),
+                _mm256_and_si256(equal[6], equal[7]),
+            ),
+        );
+        if _mm256_movemask_epi8(all) == -1 {
+            return 0;
+        }
+        let mut equal_words = 0u32;
+        for (i, e) in equal.iter().enumerate() {
+            equal_words |= (_mm256_movemask_pd(_mm256_castsi256_pd(*e)) as u32) << (4 * i);
+        }
+        !equal_words
+    })
 }
 
 /// Applies the delta payload `runs` (validated by [`decode_checked_group`])
@@ -343,7 +495,8 @@ impl GroupParts<'_> {
         RECORD_HEADER_BYTES + self.body_bytes()
     }
 
-    fn body_bytes(&self) -> usize {
+    /// Bytes of the record's body (the record less its header).
+    pub fn body_bytes(&self) -> usize {
         GROUP_FIXED_BYTES
             + self.catalog.map_or(0, |(_, name)| 8 + name.len())
             + 8 * self.freed.len()
@@ -354,11 +507,12 @@ impl GroupParts<'_> {
                 .sum::<usize>()
     }
 
-    /// Encodes the record; `emit` receives its bytes in order, in pieces.
-    /// The CRC is computed over the body as it is emitted: no copy of the
-    /// page images is made besides the one into the log.
-    pub fn encode(&self, emit: &mut dyn FnMut(&[u8])) {
-        let body_bytes = self.body_bytes();
+    /// Encodes the record's body, [`GroupParts::body_bytes`] bytes; `put`
+    /// receives them in order, in pieces, straight from the page images
+    /// (no copy is made). The record is [`record_header`] of the body, then
+    /// the body.
+    #[inline]
+    pub fn encode_body(&self, mut put: impl FnMut(&[u8])) {
         let mut fixed = [0u8; GROUP_FIXED_BYTES];
         fixed[0] = KIND_GROUP;
         fixed[4..8].copy_from_slice(&(self.pages.len() as u32).to_le_bytes());
@@ -366,74 +520,58 @@ impl GroupParts<'_> {
         fixed[16..20].copy_from_slice(&(self.freed.len() as u32).to_le_bytes());
         let catalog_bytes = self.catalog.map_or(0, |(_, name)| 8 + name.len());
         fixed[20..24].copy_from_slice(&(catalog_bytes as u32).to_le_bytes());
-        // CRC over the body: crc-fast's digest folds the pieces.
-        let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-        let mut pieces: Vec<&[u8]> = Vec::with_capacity(4 + 3 * self.pages.len());
-        pieces.push(&fixed);
-        let catalog_root;
+        put(&fixed);
         if let Some((root, name)) = self.catalog {
-            catalog_root = root.to_le_bytes();
-            pieces.push(&catalog_root);
-            pieces.push(name.as_bytes());
+            put(&root.to_le_bytes());
+            put(name.as_bytes());
         }
-        let freed: Vec<u8> = self.freed.iter().flat_map(|p| p.to_le_bytes()).collect();
-        pieces.push(&freed);
-        let headers: Vec<[u8; PAGE_CHANGE_HEADER_BYTES]> = self
-            .pages
-            .iter()
-            .map(|(pid, change)| {
-                let mut h = [0u8; PAGE_CHANGE_HEADER_BYTES];
-                h[0..8].copy_from_slice(&pid.to_le_bytes());
-                let form = match change {
-                    PageChange::Full(_) => FORM_FULL,
-                    PageChange::Delta { .. } => FORM_DELTA,
-                    PageChange::Fresh { .. } => FORM_FRESH,
-                };
-                h[8..10].copy_from_slice(&form.to_le_bytes());
-                h[12..16].copy_from_slice(&(change.payload_bytes() as u32).to_le_bytes());
-                h
-            })
-            .collect();
-        let run_headers: Vec<Vec<[u8; RUN_HEADER_BYTES]>> = self
-            .pages
-            .iter()
-            .map(|(_, change)| match change {
-                PageChange::Full(_) => Vec::new(),
-                PageChange::Delta { runs, .. } | PageChange::Fresh { runs, .. } => runs
-                    .iter()
-                    .map(|&(offset, len)| {
-                        let mut h = [0u8; RUN_HEADER_BYTES];
-                        h[0..2].copy_from_slice(&offset.to_le_bytes());
-                        h[2..4].copy_from_slice(&len.to_le_bytes());
-                        h
-                    })
-                    .collect(),
-            })
-            .collect();
-        for (i, (_, change)) in self.pages.iter().enumerate() {
-            pieces.push(&headers[i]);
+        for pid in self.freed {
+            put(&pid.to_le_bytes());
+        }
+        for (pid, change) in self.pages {
+            let mut h = [0u8; PAGE_CHANGE_HEADER_BYTES];
+            h[0..8].copy_from_slice(&pid.to_le_bytes());
+            let form = match change {
+                PageChange::Full(_) => FORM_FULL,
+                PageChange::Delta { .. } => FORM_DELTA,
+                PageChange::Fresh { .. } => FORM_FRESH,
+            };
+            h[8..10].copy_from_slice(&form.to_le_bytes());
+            h[12..16].copy_from_slice(&(change.payload_bytes() as u32).to_le_bytes());
+            put(&h);
             match change {
-                PageChange::Full(image) => pieces.push(&image[..]),
+                PageChange::Full(image) => put(&image[..]),
                 PageChange::Delta { page, runs } | PageChange::Fresh { page, runs } => {
-                    for (j, &(offset, len)) in runs.iter().enumerate() {
-                        pieces.push(&run_headers[i][j]);
-                        pieces.push(&page[offset as usize..offset as usize + len as usize]);
+                    for &(offset, len) in runs.iter() {
+                        let mut run = [0u8; RUN_HEADER_BYTES];
+                        run[0..2].copy_from_slice(&offset.to_le_bytes());
+                        run[2..4].copy_from_slice(&len.to_le_bytes());
+                        put(&run);
+                        put(&page[offset as usize..offset as usize + len as usize]);
                     }
                 }
             }
         }
-        for piece in &pieces {
-            digest.update(piece);
-        }
-        let crc = digest.finalize() as u32;
-        let mut header = [0u8; RECORD_HEADER_BYTES];
-        header[0..4].copy_from_slice(&(body_bytes as u32).to_le_bytes());
-        header[4..8].copy_from_slice(&crc.to_le_bytes());
-        emit(&header);
-        for piece in pieces {
-            emit(piece);
-        }
     }
+
+    /// Encodes the whole record (header and body) into `out`.
+    pub fn encode_into(&self, out: &mut Vec<u8>) {
+        let at = out.len();
+        out.extend_from_slice(&[0; RECORD_HEADER_BYTES]);
+        self.encode_body(|piece| out.extend_from_slice(piece));
+        let body = &out[at + RECORD_HEADER_BYTES..];
+        let header = record_header(body.len(), crc32c(body));
+        out[at..at + RECORD_HEADER_BYTES].copy_from_slice(&header);
+    }
+}
+
+/// The header of a record whose body has `body_bytes` bytes and CRC-32C
+/// `crc`.
+pub fn record_header(body_bytes: usize, crc: u32) -> [u8; RECORD_HEADER_BYTES] {
+    let mut header = [0u8; RECORD_HEADER_BYTES];
+    header[0..4].copy_from_slice(&(body_bytes as u32).to_le_bytes());
+    header[4..8].copy_from_slice(&crc.to_le_bytes());
+    header
 }
 
 /// A decoded group, borrowing its body.
@@ -704,6 +842,15 @@ mod tests {
         before: &[u8; PAGE_SIZE],
         after: &[u8; PAGE_SIZE],
     ) -> Option<Vec<(u16, u16)>> {
+        runs_within_reference(before, after, PAGE_SIZE / 2)
+    }
+
+    /// The plain word-by-word comparison `runs_within` must agree with.
+    fn runs_within_reference(
+        before: &[u8; PAGE_SIZE],
+        after: &[u8; PAGE_SIZE],
+        most_bytes: usize,
+    ) -> Option<Vec<(u16, u16)>> {
         let mut runs: Vec<(u16, u16)> = Vec::new();
         let mut bytes = 0usize;
         for at in (0..PAGE_SIZE).step_by(8) {
@@ -720,7 +867,7 @@ mod tests {
                     bytes += RUN_HEADER_BYTES + 8;
                 }
             }
-            if bytes >= PAGE_SIZE / 2 {
+            if bytes >= most_bytes {
                 return None;
             }
         }
@@ -750,6 +897,71 @@ mod tests {
                 prop_assert_eq!(&rebuilt[..], &after[..]);
             }
         }
+    }
+
+    proptest! {
+        #[test]
+        fn runs_within_matches_the_reference_on_any_pages(
+            base in proptest::collection::vec(any::<u8>(), PAGE_SIZE),
+            zeros in any::<bool>(),
+            edits in proptest::collection::vec((0usize..PAGE_SIZE, 1usize..600, any::<u8>()), 0..40),
+            most_bytes in prop_oneof![Just(PAGE_SIZE / 2), Just(FRESH_MOST_BYTES), 1usize..PAGE_SIZE * 2],
+        ) {
+            let mut before = Box::new([0u8; PAGE_SIZE]);
+            if !zeros {
+                before.copy_from_slice(&base);
+            }
+            let mut after = before.clone();
+            for (at, len, byte) in edits {
+                let end = (at + len).min(PAGE_SIZE);
+                after[at..end].fill(byte);
+            }
+            let expected = runs_within_reference(&before, &after, most_bytes);
+            let to_vec = |runs: Option<RunList>| runs.map(|r| r.to_vec());
+            prop_assert_eq!(&to_vec(runs_within(&before, &after, most_bytes)), &expected);
+            prop_assert_eq!(
+                &to_vec(runs_within_by(&before, &after, most_bytes, differing_words_portable)),
+                &expected
+            );
+        }
+    }
+
+    #[test]
+    fn run_lists_spill_to_the_heap_in_order() {
+        let mut list = RunList::new();
+        for i in 0..3 * RunList::INLINE as u16 {
+            list.push((i * 16, 8));
+            assert_eq!(list.len(), i as usize + 1);
+            assert!(list
+                .iter()
+                .enumerate()
+                .all(|(j, &r)| r == (j as u16 * 16, 8)));
+        }
+        assert!(matches!(list, RunList::Heap(_)));
+    }
+
+    #[test]
+    fn runs_within_finds_every_single_byte_change() {
+        let before = Box::new([0x33u8; PAGE_SIZE]);
+        for at in 0..PAGE_SIZE {
+            let mut after = before.clone();
+            after[at] ^= 0x80;
+            let word = at / 8 * 8;
+            assert_eq!(
+                runs_within(&before, &after, PAGE_SIZE).as_deref(),
+                Some(&[(word as u16, 8)][..]),
+                "byte {at}"
+            );
+            assert_eq!(
+                runs_within_by(&before, &after, PAGE_SIZE, differing_words_portable).as_deref(),
+                Some(&[(word as u16, 8)][..]),
+                "byte {at}"
+            );
+        }
+        assert_eq!(
+            runs_within(&before, &before.clone(), 1).as_deref(),
+            Some(&[][..])
+        );
     }
 
     #[test]
@@ -796,7 +1008,7 @@ mod tests {
             pages: &pages,
         };
         let mut bytes = Vec::new();
-        parts.encode(&mut |piece| bytes.extend_from_slice(piece));
+        parts.encode_into(&mut bytes);
         assert_eq!(bytes.len(), parts.record_bytes());
         let len = u32_at(&bytes, 0) as usize;
         let crc = u32_at(&bytes, 4);
@@ -853,7 +1065,7 @@ mod tests {
             pages: &pages,
         };
         let mut bytes = Vec::new();
-        parts.encode(&mut |piece| bytes.extend_from_slice(piece));
+        parts.encode_into(&mut bytes);
         assert!(bytes.len() < PAGE_SIZE, "{} bytes", bytes.len());
         let len = u32_at(&bytes, 0) as usize;
         let group = decode_group(&bytes[8..8 + len], u32_at(&bytes, 4)).unwrap();
