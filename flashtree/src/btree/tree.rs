@@ -397,15 +397,7 @@ fn rebalance_instead<'a>(
     for (left_slot, neighbour, neighbour_is_right) in
         rebalance_neighbours(p, child_index).into_iter().flatten()
     {
-        let guard = match bm.fix_optimistic(neighbour) {
-            Ok(guard) => guard,
-            Err(OpError::Restart(Restart::Load(pid))) => {
-                not_in_memory.get_or_insert(pid);
-                continue;
-            }
-            Err(_) => continue,
-        };
-        let Ok(mut neighbour) = guard.upgrade() else {
+        let Some(mut neighbour) = latch_neighbour(bm, neighbour, &mut not_in_memory) else {
             continue;
         };
         let (left, right) = if neighbour_is_right {
@@ -541,6 +533,24 @@ pub fn rebalance_neighbours(
     let left = (child_index > 0 && child_index <= count)
         .then(|| (child_index - 1, parent.child_at(child_index - 1), false));
     [right, left]
+}
+
+/// Latches neighbour `pid` exclusively at once, if it is in memory and no
+/// other task holds it; None otherwise. The first neighbour found not in
+/// memory goes to `not_in_memory`, for the caller to have it read.
+pub fn latch_neighbour<'a>(
+    bm: &'a BufferManager,
+    pid: PageId,
+    not_in_memory: &mut Option<PageId>,
+) -> Option<GuardX<'a>> {
+    match bm.fix_optimistic(pid) {
+        Ok(guard) => guard.upgrade().ok(),
+        Err(OpError::Restart(Restart::Load(missing))) => {
+            not_in_memory.get_or_insert(missing);
+            None
+        }
+        Err(_) => None,
+    }
 }
 
 /// Leaves `left` and `right`, neighbours under `parent` (`left` at slot

@@ -190,6 +190,19 @@ struct HeldLeaf<'a> {
     allocated: bool,
 }
 
+impl<'a> HeldLeaf<'a> {
+    /// A leaf of tree `tree` the step latched, unchanged so far.
+    fn leaf(tree: PageId, guard: GuardX<'a>) -> HeldLeaf<'a> {
+        HeldLeaf {
+            tree,
+            guard,
+            before: None,
+            is_leaf: true,
+            allocated: false,
+        }
+    }
+}
+
 /// Applies `batch` in one step, or changes nothing and says why not.
 ///
 /// `may_load_neighbour`: a leaf that would split evenly may stop the step
@@ -234,13 +247,7 @@ pub(crate) fn apply_step(
                 Ok(Parent::Held(index)) => index,
                 Ok(Parent::Optimistic(leaf)) => match leaf.upgrade() {
                     Ok(guard) => {
-                        held.push(HeldLeaf {
-                            tree: tree_root,
-                            guard,
-                            before: None,
-                            is_leaf: true,
-                            allocated: false,
-                        });
+                        held.push(HeldLeaf::leaf(tree_root, guard));
                         held.len() - 1
                     }
                     Err(e) => {
@@ -527,24 +534,11 @@ fn rebalance_in_step<'a>(
             match held.iter().position(|h| h.guard.pid() == neighbour) {
                 Some(i) => (i, false),
                 None => {
-                    let guard = match bm.fix_optimistic(neighbour) {
-                        Ok(guard) => guard,
-                        Err(OpError::Restart(Restart::Load(pid))) => {
-                            not_in_memory.get_or_insert(pid);
-                            continue;
-                        }
-                        Err(_) => continue,
-                    };
-                    let Ok(guard) = guard.upgrade() else {
+                    let Some(guard) = tree::latch_neighbour(bm, neighbour, &mut not_in_memory)
+                    else {
                         continue;
                     };
-                    held.push(HeldLeaf {
-                        tree: tree_root,
-                        guard,
-                        before: None,
-                        is_leaf: true,
-                        allocated: false,
-                    });
+                    held.push(HeldLeaf::leaf(tree_root, guard));
                     (held.len() - 1, true)
                 }
             };
