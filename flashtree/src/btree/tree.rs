@@ -364,6 +364,7 @@ fn split(
         previous_key,
         neighbour_loads_left,
     )? {
+        wb.stats.leaf_rebalances += 1;
         return Ok(true);
     }
     split_latched(bm, wb, &mut parent, &mut node, key, previous_key).map(|_| false)
@@ -383,20 +384,10 @@ fn rebalance_instead<'a>(
     neighbour_loads_left: &mut usize,
 ) -> OpResult<bool> {
     let value_len = value.len();
-    let n = Node::from_page(node.page());
-    // (A replaced value that grew gets the split: its key is there.)
-    if !n.is_leaf() || n.lower_bound(key).1 || split_kind(n, key, previous_key) != SplitKind::Even {
-        return Ok(false);
-    }
-    let p = Node::from_page(parent.page());
-    let child_index = p.child_index_for(key);
-    if p.child_at(child_index) != node.pid() {
-        return Ok(false);
-    }
+    let (p, n) = (Node::from_page(parent.page()), Node::from_page(node.page()));
+    let neighbours = rebalance_neighbours(p, (n, node.pid()), key, previous_key);
     let mut not_in_memory = None;
-    for (left_slot, neighbour, neighbour_is_right) in
-        rebalance_neighbours(p, child_index).into_iter().flatten()
-    {
+    for (left_slot, neighbour, neighbour_is_right) in neighbours.into_iter().flatten() {
         let Some(mut neighbour) = latch_neighbour(bm, neighbour, &mut not_in_memory) else {
             continue;
         };
@@ -484,7 +475,7 @@ pub fn split_latched<'a>(
 
 /// How a node splits for an insert of `key`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SplitKind {
+enum SplitKind {
     /// After the last key, which looks appended: the left page keeps
     /// everything ([`Node::split_for_append`]).
     Append,
@@ -498,7 +489,7 @@ pub enum SplitKind {
 
 /// How node `n` splits for an insert of `key`, where `previous_key` is the
 /// caller's last insert into the tree.
-pub fn split_kind(n: &Node, key: &[u8], previous_key: Option<&[u8]>) -> SplitKind {
+fn split_kind(n: &Node, key: &[u8], previous_key: Option<&[u8]>) -> SplitKind {
     let insert_slot = n.lower_bound(key).0;
     // The caller's previous insert right in front of this one (in a leaf),
     // or into the same child (in an inner node): a sequence.
@@ -519,14 +510,28 @@ pub fn split_kind(n: &Node, key: &[u8], previous_key: Option<&[u8]>) -> SplitKin
     }
 }
 
-/// The neighbours of child `child_index` of `parent` that a full leaf
-/// there may move entries to, as (left slot of the pair, neighbour page
-/// id, whether the neighbour is the pair's right leaf): the right one
-/// first.
+/// The neighbours that the full leaf `node` (page `pid`, a child of
+/// `parent`) may move entries to for an insert of `key`, as (left slot of
+/// the pair, neighbour page id, whether the neighbour is the pair's right
+/// leaf), the right one first; none when the leaf would not split evenly
+/// (an append or a run, see [`split_kind`]) or `key` is already there (a
+/// replaced value that grew gets the split).
 pub fn rebalance_neighbours(
     parent: &Node,
-    child_index: usize,
+    (node, pid): (&Node, PageId),
+    key: &[u8],
+    previous_key: Option<&[u8]>,
 ) -> [Option<(usize, PageId, bool)>; 2] {
+    if !node.is_leaf()
+        || node.lower_bound(key).1
+        || split_kind(node, key, previous_key) != SplitKind::Even
+    {
+        return [None, None];
+    }
+    let child_index = parent.child_index_for(key);
+    if parent.child_at(child_index) != pid {
+        return [None, None];
+    }
     let count = parent.count();
     let right =
         (child_index < count).then(|| (child_index, parent.child_at(child_index + 1), true));

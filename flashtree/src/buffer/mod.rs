@@ -789,6 +789,9 @@ pub struct WorkerIoStats {
     pub wal_deferred_writes: u64,
     /// Times a task parked because the log had no room for its group.
     pub log_room_waits: u64,
+    /// Full leaves that moved entries to a neighbour instead of splitting
+    /// (a batch step that rolled back afterwards counts too).
+    pub leaf_rebalances: u64,
 }
 
 /// One worker's part of the buffer manager: its frames, free list, clock

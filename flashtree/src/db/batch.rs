@@ -475,6 +475,7 @@ fn split_in_step<'a>(
         (tree_root, key, value_len),
         (previous_key, may_load_neighbour),
     )? {
+        wb.stats.leaf_rebalances += 1;
         return Ok(());
     }
     save_before(&mut held[parent_index]);
@@ -513,23 +514,15 @@ fn rebalance_in_step<'a>(
     (tree_root, key, value_len): (PageId, &[u8], usize),
     (previous_key, may_load_neighbour): (Option<&[u8]>, bool),
 ) -> std::result::Result<bool, BatchStop> {
-    let n = Node::from_page(held[index].guard.page());
-    if !n.is_leaf()
-        || n.lower_bound(key).1
-        || tree::split_kind(n, key, previous_key) != tree::SplitKind::Even
-    {
-        return Ok(false);
-    }
-    let p = Node::from_page(held[parent_index].guard.page());
-    let child_index = p.child_index_for(key);
-    if p.child_at(child_index) != held[index].guard.pid() {
-        return Ok(false);
-    }
+    let (leaf, parent) = (&held[index].guard, &held[parent_index].guard);
+    let neighbours = tree::rebalance_neighbours(
+        Node::from_page(parent.page()),
+        (Node::from_page(leaf.page()), leaf.pid()),
+        key,
+        previous_key,
+    );
     let mut not_in_memory = None;
-    for (left_slot, neighbour, neighbour_is_right) in tree::rebalance_neighbours(p, child_index)
-        .into_iter()
-        .flatten()
-    {
+    for (left_slot, neighbour, neighbour_is_right) in neighbours.into_iter().flatten() {
         let (neighbour_index, latched_here) =
             match held.iter().position(|h| h.guard.pid() == neighbour) {
                 Some(i) => (i, false),

@@ -182,6 +182,9 @@ pub struct DbStats {
     /// a log flush or a checkpoint makes: a log too small for the write
     /// rate shows here (raise `wal_bytes_per_worker`).
     pub log_room_waits: u64,
+    /// Full leaves that moved entries to a neighbour instead of splitting
+    /// (a batch step that rolled back afterwards counts too).
+    pub leaf_rebalances: u64,
     /// What recovery did at open.
     pub recovery: RecoveryStats,
 }
@@ -739,6 +742,7 @@ impl Db {
             stats.log_bytes += w.log_bytes.load(Ordering::Relaxed);
             stats.log_record_bytes += w.log_record_bytes.load(Ordering::Relaxed);
             stats.log_room_waits += w.log_room_waits.load(Ordering::Relaxed);
+            stats.leaf_rebalances += w.leaf_rebalances.load(Ordering::Relaxed);
         }
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         stats.checkpoints = 1 + self.inner.bm.wal().checkpoints.completed();

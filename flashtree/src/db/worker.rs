@@ -44,6 +44,7 @@ pub(crate) struct WorkerShared {
     pub(crate) log_bytes: AtomicU64,
     pub(crate) log_record_bytes: AtomicU64,
     pub(crate) log_room_waits: AtomicU64,
+    pub(crate) leaf_rebalances: AtomicU64,
     /// Some task of this worker waits for a commit to become durable:
     /// workers whose log becomes durable wake this one.
     commit_waiting: AtomicBool,
@@ -103,6 +104,8 @@ impl WorkerShared {
         self.evictions.store(stats.evictions, Ordering::Relaxed);
         self.log_room_waits
             .store(stats.log_room_waits, Ordering::Relaxed);
+        self.leaf_rebalances
+            .store(stats.leaf_rebalances, Ordering::Relaxed);
         if let Some(log) = wb.log() {
             self.log_groups.store(log.stats.groups, Ordering::Relaxed);
             self.log_syncs.store(log.stats.syncs, Ordering::Relaxed);

@@ -237,11 +237,9 @@ impl PageRuns {
     }
 }
 
-/// The ranges where `before` and `after` differ, compared 8 bytes at a
-/// time; ranges closer than 16 bytes are joined (a run header costs 4).
-/// None when the delta would not be smaller than half a page: the full
-/// image is logged instead.
-pub fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<Vec<(u16, u16)>> {
+/// [`runs_within`] half a page, as a vector (the tests' view of a delta).
+#[cfg(test)]
+fn delta_runs(before: &[u8; PAGE_SIZE], after: &[u8; PAGE_SIZE]) -> Option<Vec<(u16, u16)>> {
     runs_within(before, after, PAGE_SIZE / 2).map(|runs| runs.to_vec())
 }
 
@@ -309,8 +307,10 @@ impl std::ops::Deref for RunList {
     }
 }
 
-/// [`delta_runs`], giving up (None) when the runs reach `most_bytes` of
-/// payload.
+/// The ranges where `before` and `after` differ, compared 8 bytes at a
+/// time; ranges closer than 16 bytes are joined (a run header costs 4).
+/// None when the runs reach `most_bytes` of payload (a delta of half a
+/// page or more is logged as the full image instead).
 ///
 /// The pages are compared in groups of 256 bytes: a mask of the group's
 /// differing words comes from eight 32-byte compares with AVX2 where the
