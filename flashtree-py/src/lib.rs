@@ -572,9 +572,11 @@ impl Batch {
 /// pool_bytes: buffer pool size; durability: "sync" (a write returns when
 /// it would survive a power cut), "buffered" (the log is synced within
 /// max_delay_ms), or "none" (no log: a crash makes the store unopenable);
-/// workers: worker threads; create: create the store if missing.
+/// workers: worker threads; create: create the store if missing;
+/// wal_bytes_per_worker: the log each worker preallocates on disk (default
+/// 256 MiB, at least 1 MiB, a multiple of 4096).
 #[pyfunction]
-#[pyo3(signature = (path, pool_bytes=64 * 1024 * 1024, durability="sync", workers=1, create=true, max_delay_ms=10))]
+#[pyo3(signature = (path, pool_bytes=64 * 1024 * 1024, durability="sync", workers=1, create=true, max_delay_ms=10, wal_bytes_per_worker=None))]
 fn open(
     py: Python<'_>,
     path: std::path::PathBuf,
@@ -583,6 +585,7 @@ fn open(
     workers: usize,
     create: bool,
     max_delay_ms: u32,
+    wal_bytes_per_worker: Option<u64>,
 ) -> PyResult<Db> {
     let durability = match durability {
         "sync" => Durability::Sync,
@@ -594,12 +597,17 @@ fn open(
             )))
         }
     };
+    let defaults = Options::default();
     let options = Options {
         pool_bytes,
         workers,
         durability,
         create_if_missing: create,
-        ..Options::default()
+        wal_bytes_per_worker: wal_bytes_per_worker.unwrap_or(defaults.wal_bytes_per_worker),
+        // A checkpoint every quarter of the log, as the default options do.
+        checkpoint_log_bytes: wal_bytes_per_worker
+            .map_or(defaults.checkpoint_log_bytes, |bytes| (bytes / 4).max(1)),
+        ..defaults
     };
     let shown = path.display().to_string();
     let db = py

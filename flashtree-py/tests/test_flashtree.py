@@ -12,11 +12,12 @@ import pytest
 import flashtree
 
 POOL = 8 << 20  # a small pool: pages are evicted and read back
+WAL = 4 << 20  # a small preallocated log per worker, so the tests take little disk
 
 
 @pytest.fixture
 def db(tmp_path):
-    with flashtree.open(tmp_path / "store", pool_bytes=POOL) as db:
+    with flashtree.open(tmp_path / "store", pool_bytes=POOL, wal_bytes_per_worker=WAL) as db:
         yield db
 
 
@@ -255,7 +256,7 @@ def test_batch_too_large_is_refused(db):
 
 
 def test_batch_with_a_tree_of_another_store(db, tmp_path):
-    with flashtree.open(tmp_path / "other", pool_bytes=POOL) as other:
+    with flashtree.open(tmp_path / "other", pool_bytes=POOL, wal_bytes_per_worker=WAL) as other:
         foreign = other.tree("t")
         with pytest.raises(flashtree.InvalidArgumentError, match="another store"):
             db.batch().put(foreign, b"k", b"v")
@@ -266,9 +267,9 @@ def test_batch_with_a_tree_of_another_store(db, tmp_path):
 
 def test_reopen_keeps_the_data(tmp_path):
     path = tmp_path / "store"
-    with flashtree.open(path, pool_bytes=POOL) as db:
+    with flashtree.open(path, pool_bytes=POOL, wal_bytes_per_worker=WAL) as db:
         fill(db.tree("t"), 500)
-    with flashtree.open(str(path), pool_bytes=POOL, create=False) as db:
+    with flashtree.open(str(path), pool_bytes=POOL, wal_bytes_per_worker=WAL, create=False) as db:
         assert db.tree("t")[b"k000499"] == b"v499"
         assert db.check() == 500
 
@@ -280,9 +281,9 @@ def test_missing_store_without_create(tmp_path):
 
 def test_store_in_use(tmp_path):
     path = tmp_path / "store"
-    with flashtree.open(path, pool_bytes=POOL):
+    with flashtree.open(path, pool_bytes=POOL, wal_bytes_per_worker=WAL):
         with pytest.raises(flashtree.StoreInUseError):
-            flashtree.open(path, pool_bytes=POOL)
+            flashtree.open(path, pool_bytes=POOL, wal_bytes_per_worker=WAL)
 
 
 def test_not_a_store_is_corrupt(tmp_path):
@@ -290,7 +291,7 @@ def test_not_a_store_is_corrupt(tmp_path):
     path.mkdir()
     (path / "data.ft").write_bytes(b"x" * 4096 * 4)
     with pytest.raises(flashtree.Error):
-        flashtree.open(path, pool_bytes=POOL)
+        flashtree.open(path, pool_bytes=POOL, wal_bytes_per_worker=WAL)
 
 
 def test_bad_durability(tmp_path):
@@ -298,8 +299,17 @@ def test_bad_durability(tmp_path):
         flashtree.open(tmp_path / "s", durability="often")
 
 
+def test_wal_bytes_per_worker(tmp_path):
+    with pytest.raises(flashtree.InvalidArgumentError, match="wal_bytes_per_worker"):
+        flashtree.open(tmp_path / "bad", wal_bytes_per_worker=4096)
+    with flashtree.open(tmp_path / "s", pool_bytes=POOL, wal_bytes_per_worker=2 << 20) as db:
+        db.tree("t")[b"k"] = b"v"
+    logs = [p for p in (tmp_path / "s").iterdir() if ".wal" in p.name]
+    assert logs and all(p.stat().st_size == 2 << 20 for p in logs)
+
+
 def test_closed_store_raises(tmp_path):
-    db = flashtree.open(tmp_path / "store", pool_bytes=POOL)
+    db = flashtree.open(tmp_path / "store", pool_bytes=POOL, wal_bytes_per_worker=WAL)
     t = db.tree("t")
     db.close()
     assert db.closed
@@ -311,7 +321,7 @@ def test_closed_store_raises(tmp_path):
 
 
 def test_buffered_and_sync_calls(tmp_path):
-    with flashtree.open(tmp_path / "s", pool_bytes=POOL, durability="buffered") as db:
+    with flashtree.open(tmp_path / "s", pool_bytes=POOL, wal_bytes_per_worker=WAL, durability="buffered") as db:
         t = db.tree("t")
         t[b"k"] = b"v"
         db.sync()
@@ -319,10 +329,10 @@ def test_buffered_and_sync_calls(tmp_path):
 
 
 def test_durability_none(tmp_path):
-    with flashtree.open(tmp_path / "s", pool_bytes=POOL, durability="none") as db:
+    with flashtree.open(tmp_path / "s", pool_bytes=POOL, wal_bytes_per_worker=WAL, durability="none") as db:
         t = db.tree("t")
         fill(t, 100)
-    with flashtree.open(tmp_path / "s", pool_bytes=POOL, durability="none") as db:
+    with flashtree.open(tmp_path / "s", pool_bytes=POOL, wal_bytes_per_worker=WAL, durability="none") as db:
         assert db.tree("t")[b"k000099"] == b"v99"
 
 
@@ -353,7 +363,7 @@ def test_threads_share_one_store(db):
 
 CHILD = """
 import sys, flashtree
-db = flashtree.open(sys.argv[1], pool_bytes=8 << 20)
+db = flashtree.open(sys.argv[1], pool_bytes=8 << 20, wal_bytes_per_worker=4 << 20)
 t = db.tree("t")
 i = 0
 while True:
@@ -377,7 +387,7 @@ def test_acknowledged_batches_survive_kill_9(tmp_path):
             break
     os.kill(child.pid, signal.SIGKILL)
     child.wait()
-    with flashtree.open(path, pool_bytes=POOL, create=False) as db:
+    with flashtree.open(path, pool_bytes=POOL, wal_bytes_per_worker=WAL, create=False) as db:
         t = db.tree("t")
         last = int(t[b"last"])
         assert last >= acked

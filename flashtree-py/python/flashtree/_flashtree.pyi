@@ -37,11 +37,14 @@ def open(
     workers: int = 1,
     create: bool = True,
     max_delay_ms: int = 10,
+    wal_bytes_per_worker: Optional[int] = None,
 ) -> "Db":
     """Opens (or creates) the store in directory `path`.
 
     durability: "sync" (a write returns when it would survive a power cut),
     "buffered" (the log is synced within max_delay_ms) or "none" (no log).
+    wal_bytes_per_worker: the log each worker preallocates on disk
+    (default 256 MiB; at least 1 MiB, a multiple of 4096).
     """
 
 class Db:

@@ -91,7 +91,8 @@ pub struct Options {
     /// most that can wait for a log write, and twice the largest group.
     pub wal_buffer_bytes: usize,
     /// A checkpoint starts when a worker's log holds this many bytes since
-    /// the last one (default: a quarter of `wal_bytes_per_worker`). It
+    /// the last one (default 64 MiB, a quarter of the default log; at most
+    /// half of `wal_bytes_per_worker`, so lower it with a smaller log). It
     /// bounds the log that recovery replays.
     pub checkpoint_log_bytes: u64,
     /// Where the files live (default: the operating system; tests use a
