@@ -1436,6 +1436,99 @@ impl Node {
     }
 }
 
+/// The byte ranges `(offset, length)` of a page that one node change
+/// writes: at most three (the node header, a stretch of the slot array,
+/// the new entry's heap bytes). A logged step saves only these bytes
+/// before the change (to undo it) and logs only them afterwards (the
+/// delta), instead of copying and comparing the whole page.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Footprint {
+    ranges: [(u16, u16); 3],
+    len: u8,
+}
+
+impl Footprint {
+    fn new() -> Footprint {
+        Footprint {
+            ranges: [(0, 0); 3],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, start: usize, end: usize) {
+        debug_assert!(start <= end && end <= PAGE_SIZE);
+        if start < end {
+            self.ranges[self.len as usize] = (start as u16, (end - start) as u16);
+            self.len += 1;
+        }
+    }
+
+    /// The ranges, `(offset, length)`, each nonempty.
+    pub fn ranges(&self) -> &[(u16, u16)] {
+        &self.ranges[..self.len as usize]
+    }
+}
+
+impl Node {
+    /// Where [`Node::insert_found`] with these arguments writes, or None
+    /// when it may rewrite the whole node (it compacts the heap first).
+    /// Requires that the insert fits (`fits(found, key_len, value_len)`).
+    pub fn insert_footprint(
+        &self,
+        found: (usize, bool),
+        key_len: usize,
+        value_len: usize,
+    ) -> Option<Footprint> {
+        debug_assert!(self.fits(found, key_len, value_len));
+        let (slot, exact) = found;
+        let count = self.count();
+        let mut footprint = Footprint::new();
+        let old = self.slot(slot);
+        if exact && old.value_len == value_len {
+            // The value is overwritten in place.
+            let start = old.offset + old.key_len;
+            footprint.push(start, start + value_len);
+            return Some(footprint);
+        }
+        let entry_bytes = key_len.saturating_sub(self.prefix_len()) + value_len;
+        // The heap start and the slot count after the removal a replace
+        // does first (`remove_slot` reclaims the newest entry's bytes).
+        let (count_between, heap_start) = if exact {
+            let reclaimed = if old.offset == self.heap_start() {
+                old.key_len + old.value_len
+            } else {
+                0
+            };
+            (count - 1, self.heap_start() + reclaimed)
+        } else {
+            (count, self.heap_start())
+        };
+        let slots_end_between = NODE_HEADER_END + count_between * SLOT_BYTES;
+        if heap_start.saturating_sub(slots_end_between) < SLOT_BYTES + entry_bytes {
+            return None; // `insert_entry_at` compacts
+        }
+        footprint.push(COMMON_HEADER_END, NODE_HEADER_END);
+        // The slots from `slot` on shift up by one (a replace shifts them
+        // down and back: the same bytes).
+        let slots_end_after = NODE_HEADER_END + (count_between + 1) * SLOT_BYTES;
+        footprint.push(NODE_HEADER_END + slot * SLOT_BYTES, slots_end_after);
+        footprint.push(heap_start - entry_bytes, heap_start);
+        Some(footprint)
+    }
+
+    /// Where [`Node::remove_slot`] of `slot` writes.
+    pub fn remove_footprint(&self, slot: usize) -> Footprint {
+        debug_assert!(slot < self.count());
+        let mut footprint = Footprint::new();
+        footprint.push(COMMON_HEADER_END, NODE_HEADER_END);
+        footprint.push(
+            NODE_HEADER_END + slot * SLOT_BYTES,
+            NODE_HEADER_END + self.count() * SLOT_BYTES,
+        );
+        footprint
+    }
+}
+
 impl fmt::Debug for Node {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut key = Vec::new();
@@ -1457,6 +1550,27 @@ mod tests {
     type Model = BTreeMap<Vec<u8>, Vec<u8>>;
     /// An entry that did not fit: (key, value).
     type Pending = Option<(Vec<u8>, Vec<u8>)>;
+
+    /// Fails unless `before` and `after` differ only inside `footprint`.
+    fn changed_only_within(
+        before: &[u8],
+        after: &[u8; PAGE_SIZE],
+        footprint: &Footprint,
+    ) -> Result<(), TestCaseError> {
+        for (at, (x, y)) in before.iter().zip(after).enumerate() {
+            let inside = footprint
+                .ranges()
+                .iter()
+                .any(|&(start, len)| (start as usize..start as usize + len as usize).contains(&at));
+            prop_assert!(
+                x == y || inside,
+                "byte {} changed outside {:?}",
+                at,
+                footprint
+            );
+        }
+        Ok(())
+    }
 
     fn new_page() -> Box<[u8; PAGE_SIZE]> {
         Box::new([0u8; PAGE_SIZE])
@@ -1596,8 +1710,17 @@ mod tests {
                         let before = node.as_page().to_vec();
                         let old_len = model.get(&key).map(|v| v.len());
                         let free = node.free_space_bytes();
+                        let found = node.lower_bound(&key);
+                        let footprint = node
+                            .fits(found, key.len(), value.len())
+                            .then(|| node.insert_footprint(found, key.len(), value.len()));
                         match node.insert(&key, &value) {
-                            Ok(()) => { model.insert(key, value); }
+                            Ok(()) => {
+                                if let Some(Some(footprint)) = footprint {
+                                    changed_only_within(&before, node.as_page(), &footprint)?;
+                                }
+                                model.insert(key, value);
+                            }
                             Err(NodeFull) => {
                                 prop_assert_eq!(before.as_slice(), node.as_page().as_slice());
                                 let needed = match old_len {
@@ -1613,7 +1736,10 @@ mod tests {
                             prop_assert!(!node.remove(&make_key(&prefix, 0, &[])));
                         } else {
                             let key = model.keys().nth(pick % model.len()).unwrap().clone();
+                            let before = node.as_page().to_vec();
+                            let footprint = node.remove_footprint(node.lower_bound(&key).0);
                             prop_assert!(node.remove(&key));
+                            changed_only_within(&before, node.as_page(), &footprint)?;
                             prop_assert!(!node.remove(&key));
                             model.remove(&key);
                         }

@@ -3,8 +3,11 @@
 //!
 //! # Contract
 //! * A batch is applied in one synchronous step on one worker: the leaf of
-//!   every entry is latched exclusively (and its image saved) before the
-//!   first change and kept latched until the batch's group is in the log.
+//!   every entry is latched exclusively before the first change and kept
+//!   latched until the batch's group is in the log. Before each change the
+//!   step saves what it will overwrite: the bytes of the change's footprint
+//!   ([`Footprint`]) for a put or delete in a leaf, the whole page for a
+//!   split or a move of entries.
 //!   Nobody sees a batch half-applied, and no group can contain part of it.
 //! * A step that cannot finish (a page is not in memory, a latch is taken,
 //!   a leaf has no room) puts every changed leaf back as it was, releases
@@ -15,13 +18,14 @@
 //!   than a quarter of a worker's frames (they must be in memory at once).
 
 use super::Tree;
-use crate::btree::node::{Node, MAX_ENTRY_BYTES, MAX_KEY_BYTES};
+use crate::btree::node::{Footprint, Node, MAX_ENTRY_BYTES, MAX_KEY_BYTES};
 use crate::btree::tree;
 use crate::buffer::{GuardX, OpError, PageId, Restart, WorkerBuffer};
 use crate::error::{Error, Result};
 use crate::io::PAGE_SIZE;
 use crate::wal::format::{
-    GroupParts, PageChange, PageRuns, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
+    GroupParts, PageChange, PageRuns, RunList, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES,
+    RECORD_HEADER_BYTES, RUN_HEADER_BYTES,
 };
 use std::cell::RefCell;
 
@@ -178,12 +182,93 @@ pub(crate) struct Applied {
     pub underfull: Vec<usize>,
 }
 
+/// What a step saved of a page it changed, to undo the changes and to log
+/// them.
+enum Before {
+    /// Unchanged so far.
+    Unchanged,
+    /// Changed only inside the saved spans.
+    Spans(Undo),
+    /// The page's image before the step.
+    Whole(Box<[u8; PAGE_SIZE]>),
+}
+
+/// The old bytes of the spans a step changed in a page, oldest first:
+/// each span's bytes followed by its offset and length (u16 each, native
+/// order), so that undo walks back from the end.
+struct Undo(Vec<u8>);
+
+impl Undo {
+    /// Saves `page`'s bytes in `footprint`'s ranges.
+    fn save(&mut self, page: &[u8; PAGE_SIZE], footprint: &Footprint) {
+        for &(offset, len) in footprint.ranges() {
+            let start = offset as usize;
+            self.0.extend_from_slice(&page[start..start + len as usize]);
+            self.0.extend_from_slice(&offset.to_ne_bytes());
+            self.0.extend_from_slice(&len.to_ne_bytes());
+        }
+    }
+
+    /// The spans, newest first: (offset, old bytes).
+    fn spans_newest_first(&self) -> impl Iterator<Item = (usize, &[u8])> {
+        let mut end = self.0.len();
+        std::iter::from_fn(move || {
+            if end == 0 {
+                return None;
+            }
+            let trailer = &self.0[end - 4..end];
+            let offset = u16::from_ne_bytes([trailer[0], trailer[1]]) as usize;
+            let len = u16::from_ne_bytes([trailer[2], trailer[3]]) as usize;
+            let bytes = &self.0[end - 4 - len..end - 4];
+            end -= 4 + len;
+            Some((offset, bytes))
+        })
+    }
+
+    /// Puts the saved bytes back into `page`, newest first: `page` as it
+    /// was before the first saved change.
+    fn undo(&self, page: &mut [u8; PAGE_SIZE]) {
+        for (offset, bytes) in self.spans_newest_first() {
+            page[offset..offset + bytes.len()].copy_from_slice(bytes);
+        }
+    }
+
+    /// The changed ranges as delta runs, ascending and disjoint, with the
+    /// page LSN's bytes (set when the group is logged); None when they
+    /// reach half a page (the page is logged as an image instead).
+    fn runs(&self) -> Option<RunList> {
+        let lsn = crate::buffer::page::PAGE_LSN_OFFSET;
+        let mut spans: Vec<(usize, usize)> = self
+            .spans_newest_first()
+            .map(|(offset, bytes)| (offset, offset + bytes.len()))
+            .chain([(lsn, lsn + 8)])
+            .collect();
+        spans.sort_unstable();
+        let mut runs = RunList::new();
+        let (mut start, mut end) = spans[0];
+        let mut payload_bytes = 0;
+        for &(s, e) in &spans[1..] {
+            // Join runs closer than a run header's worth of bytes.
+            if s <= end + RUN_HEADER_BYTES {
+                end = end.max(e);
+                continue;
+            }
+            runs.push((start as u16, (end - start) as u16));
+            payload_bytes += RUN_HEADER_BYTES + end - start;
+            (start, end) = (s, e);
+        }
+        runs.push((start as u16, (end - start) as u16));
+        payload_bytes += RUN_HEADER_BYTES + end - start;
+        (payload_bytes < PAGE_SIZE / 2).then_some(runs)
+    }
+}
+
 /// A page latched by the step: a leaf, or an inner node a split in the
-/// step changed; with its image before the step, or allocated by it.
+/// step changed; with what the step saved of it, or allocated by it.
 struct HeldLeaf<'a> {
     tree: PageId,
     guard: GuardX<'a>,
-    before: Option<Box<[u8; PAGE_SIZE]>>,
+    before: Before,
     /// A leaf (entries are looked up here).
     is_leaf: bool,
     /// Allocated by this step: freed on roll-back.
@@ -196,10 +281,15 @@ impl<'a> HeldLeaf<'a> {
         HeldLeaf {
             tree,
             guard,
-            before: None,
+            before: Before::Unchanged,
             is_leaf: true,
             allocated: false,
         }
+    }
+
+    /// Changed by the step (or allocated by it): logged in its group.
+    fn is_changed(&self) -> bool {
+        self.allocated || !matches!(self.before, Before::Unchanged)
     }
 }
 
@@ -290,8 +380,9 @@ pub(crate) fn apply_step(
                     }
                     continue; // entry i again, into the right half
                 }
+                let footprint = n.insert_footprint(slot, key.len(), value.len());
                 let leaf = &mut held[index];
-                save_before(leaf);
+                save_footprint(leaf, footprint.as_ref());
                 let pid = leaf.guard.pid();
                 let inserted =
                     Node::from_page_mut(leaf.guard.page_mut()).insert_found(slot, key, value);
@@ -304,8 +395,10 @@ pub(crate) fn apply_step(
             }
             None => {
                 let leaf = &mut held[index];
-                if Node::from_page(leaf.guard.page()).lower_bound(key).1 {
-                    save_before(leaf);
+                let (slot, exact) = Node::from_page(leaf.guard.page()).lower_bound(key);
+                if exact {
+                    let footprint = Node::from_page(leaf.guard.page()).remove_footprint(slot);
+                    save_footprint(leaf, Some(&footprint));
                     let is_root = leaf.guard.pid() == tree_root;
                     let n = Node::from_page_mut(leaf.guard.page_mut());
                     found[i] = n.remove(key);
@@ -318,10 +411,7 @@ pub(crate) fn apply_step(
         i += 1;
         splits_for_entry = 0;
     }
-    let changed = held
-        .iter()
-        .filter(|h| h.before.is_some() || h.allocated)
-        .count();
+    let changed = held.iter().filter(|h| h.is_changed()).count();
     if changed > 0 {
         let record_bytes = record_bytes_most(changed);
         let most = wb.log_max_record_bytes();
@@ -346,48 +436,100 @@ pub(crate) fn apply_step(
     })
 }
 
-/// Saves the leaf's image before its first change in this step.
+/// Saves the page's image before a change that may write anywhere in it
+/// (a split, a move of entries): the page as it was before the step.
 fn save_before(leaf: &mut HeldLeaf<'_>) {
-    if leaf.before.is_none() {
-        let mut image = SPARE_IMAGES
-            .with(|spare| spare.borrow_mut().pop())
-            .unwrap_or_else(|| Box::new([0; PAGE_SIZE]));
-        image.copy_from_slice(leaf.guard.page());
-        leaf.before = Some(image);
+    match std::mem::replace(&mut leaf.before, Before::Unchanged) {
+        Before::Whole(image) => leaf.before = Before::Whole(image),
+        earlier => {
+            let mut image = SPARE_IMAGES
+                .with(|spare| spare.borrow_mut().pop())
+                .unwrap_or_else(|| Box::new([0; PAGE_SIZE]));
+            image.copy_from_slice(leaf.guard.page());
+            if let Before::Spans(undo) = earlier {
+                // Changed earlier in the step: back to its state before.
+                undo.undo(&mut image);
+                recycle_undo(undo);
+            }
+            leaf.before = Before::Whole(image);
+        }
     }
 }
 
-/// Most page-sized buffers a worker keeps for before-images (4 MiB).
+/// Saves what a change of the leaf will overwrite: the bytes of its
+/// `footprint`, or the whole page when the change may write anywhere
+/// (None). A page saved whole since the step began needs nothing more.
+fn save_footprint(leaf: &mut HeldLeaf<'_>, footprint: Option<&Footprint>) {
+    let Some(footprint) = footprint else {
+        return save_before(leaf);
+    };
+    match &mut leaf.before {
+        Before::Whole(_) => {}
+        Before::Spans(undo) => undo.save(leaf.guard.page(), footprint),
+        Before::Unchanged => {
+            let mut undo = Undo(
+                SPARE_UNDO
+                    .with(|spare| spare.borrow_mut().pop())
+                    .unwrap_or_default(),
+            );
+            undo.save(leaf.guard.page(), footprint);
+            leaf.before = Before::Spans(undo);
+        }
+    }
+}
+
+/// Most page-sized buffers a worker keeps for before-images (4 MiB), and
+/// most buffers for saved spans.
 const SPARE_IMAGES_MOST: usize = 1024;
 
 thread_local! {
     /// Before-image buffers of finished steps, reused by the next ones: a
-    /// batch saves one image per page it changes, and allocating each
+    /// batch saves one image per page it splits, and allocating each
     /// afresh cost more than copying it.
     static SPARE_IMAGES: RefCell<Vec<Box<[u8; PAGE_SIZE]>>> = const { RefCell::new(Vec::new()) };
+    /// Span buffers of finished steps ([`Undo`]), reused likewise.
+    static SPARE_UNDO: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Hands the step's before-images back for reuse.
-fn recycle_images(held: &mut [HeldLeaf<'_>]) {
-    SPARE_IMAGES.with(|spare| {
+/// Hands a span buffer back for reuse.
+fn recycle_undo(undo: Undo) {
+    let mut bytes = undo.0;
+    bytes.clear();
+    SPARE_UNDO.with(|spare| {
         let mut spare = spare.borrow_mut();
-        for image in held.iter_mut().filter_map(|h| h.before.take()) {
-            if spare.len() >= SPARE_IMAGES_MOST {
-                break;
-            }
-            spare.push(image);
+        if spare.len() < SPARE_IMAGES_MOST {
+            spare.push(bytes);
         }
     });
+}
+
+/// Hands the step's saved images and spans back for reuse.
+fn recycle_images(held: &mut [HeldLeaf<'_>]) {
+    for h in held.iter_mut() {
+        match std::mem::replace(&mut h.before, Before::Unchanged) {
+            Before::Unchanged => {}
+            Before::Spans(undo) => recycle_undo(undo),
+            Before::Whole(image) => SPARE_IMAGES.with(|spare| {
+                let mut spare = spare.borrow_mut();
+                if spare.len() < SPARE_IMAGES_MOST {
+                    spare.push(image);
+                }
+            }),
+        }
+    }
 }
 
 /// Puts every changed page back as it was before the step and frees the
 /// pages it allocated.
 fn roll_back(held: &mut Vec<HeldLeaf<'_>>) {
     for leaf in held.iter_mut() {
-        if let Some(before) = leaf.before.take() {
-            leaf.guard.page_mut().copy_from_slice(&before[..]);
+        match &leaf.before {
+            Before::Unchanged => {}
+            Before::Spans(undo) => undo.undo(leaf.guard.page_mut()),
+            Before::Whole(image) => leaf.guard.page_mut().copy_from_slice(&image[..]),
         }
     }
+    recycle_images(held);
     for leaf in held.drain(..) {
         if leaf.allocated {
             leaf.guard.free();
@@ -424,7 +566,7 @@ fn split_in_step<'a>(
             held.push(HeldLeaf {
                 tree: tree_root,
                 guard,
-                before: None,
+                before: Before::Unchanged,
                 is_leaf: true,
                 allocated: true,
             });
@@ -446,7 +588,7 @@ fn split_in_step<'a>(
             held.push(HeldLeaf {
                 tree: tree_root,
                 guard: guard.upgrade()?,
-                before: None,
+                before: Before::Unchanged,
                 is_leaf: false,
                 allocated: false,
             });
@@ -456,12 +598,11 @@ fn split_in_step<'a>(
     let parent_node = Node::from_page(held[parent_index].guard.page());
     if !parent_node.has_space_for(MAX_KEY_BYTES, 8) {
         // Room the step's own separators took there, plus the next one.
-        let used_before = held[parent_index]
-            .before
-            .as_deref()
-            .map_or(parent_node.space_used_bytes(), |before| {
-                Node::from_page(before).space_used_bytes()
-            });
+        let used_before = match &held[parent_index].before {
+            Before::Whole(before) => Node::from_page(before).space_used_bytes(),
+            // (An inner node is only ever saved whole.)
+            Before::Unchanged | Before::Spans(_) => parent_node.space_used_bytes(),
+        };
         let added = parent_node.space_used_bytes().saturating_sub(used_before);
         return Err(BatchStop::ParentFull {
             entry,
@@ -491,7 +632,7 @@ fn split_in_step<'a>(
     held.push(HeldLeaf {
         tree: tree_root,
         guard: left,
-        before: None,
+        before: Before::Unchanged,
         is_leaf: true,
         allocated: true,
     });
@@ -691,24 +832,29 @@ fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
     let floor = wb.manager().wal().checkpoints.image_floor();
     let seq = wb.assign_log_seq();
     let mut runs: Vec<PageRuns> = Vec::new();
-    for leaf in held
-        .iter_mut()
-        .filter(|h| h.before.is_some() || h.allocated)
-    {
+    for leaf in held.iter_mut().filter(|h| h.is_changed()) {
+        #[cfg(debug_assertions)]
+        if let Before::Spans(undo) = &leaf.before {
+            debug_check_spans(undo, leaf.guard.page());
+        }
         crate::buffer::page::set_page_lsn(leaf.guard.page_mut(), seq);
         let image_seq = leaf.guard.image_seq();
         // A delta needs an image of the page at or above the floor.
-        let before = match &leaf.before {
-            Some(before) if !leaf.allocated && image_seq != 0 && image_seq >= floor => {
-                Some(&**before)
+        let delta_allowed = !leaf.allocated && image_seq != 0 && image_seq >= floor;
+        runs.push(match &leaf.before {
+            Before::Spans(undo) if delta_allowed => match undo.runs() {
+                Some(runs) => PageRuns::Delta(runs),
+                None => PageRuns::plan(None, leaf.guard.page()),
+            },
+            Before::Whole(before) if delta_allowed => {
+                PageRuns::plan(Some(before), leaf.guard.page())
             }
-            _ => None,
-        };
-        runs.push(PageRuns::plan(before, leaf.guard.page()));
+            _ => PageRuns::plan(None, leaf.guard.page()),
+        });
     }
     let changes: Vec<(PageId, PageChange<'_>)> = held
         .iter()
-        .filter(|h| h.before.is_some() || h.allocated)
+        .filter(|h| h.is_changed())
         .zip(&runs)
         .map(|(h, runs)| (h.guard.pid(), runs.change(h.guard.page())))
         .collect();
@@ -720,16 +866,30 @@ fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
         pages: &changes,
     });
     drop(changes);
-    for (leaf, runs) in held
-        .iter_mut()
-        .filter(|h| h.before.is_some() || h.allocated)
-        .zip(&runs)
-    {
+    for (leaf, runs) in held.iter_mut().filter(|h| h.is_changed()).zip(&runs) {
         if runs.is_image() {
             leaf.guard.set_image_seq(seq);
         }
     }
     seq
+}
+
+/// Debug builds: the step changed `page` only inside `undo`'s spans (a
+/// footprint that missed a byte would log a delta that loses it).
+#[cfg(debug_assertions)]
+fn debug_check_spans(undo: &Undo, page: &[u8; PAGE_SIZE]) {
+    let mut before = Box::new(*page);
+    undo.undo(&mut before);
+    let spans: Vec<(usize, usize)> = undo
+        .spans_newest_first()
+        .map(|(offset, bytes)| (offset, offset + bytes.len()))
+        .collect();
+    for (at, (x, y)) in before.iter().zip(page.iter()).enumerate() {
+        assert!(
+            x == y || spans.iter().any(|&(start, end)| (start..end).contains(&at)),
+            "byte {at} changed outside the saved spans {spans:?}"
+        );
+    }
 }
 
 /// Checks that a batch of `entries` can be in memory at once.
@@ -747,3 +907,72 @@ const _: () = assert!(MAX_KEY_BYTES + 8 <= MAX_ENTRY_BYTES);
 
 /// Bytes the longest separator takes in an inner node: key, child id, slot.
 pub(crate) const SEPARATOR_BYTES_MAX: usize = MAX_KEY_BYTES + 8 + crate::btree::node::SLOT_BYTES;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::btree::node::init_leaf;
+
+    /// A leaf changed by inserts and removes through saved footprints: undo
+    /// gives back the page as it was, and the runs cover every changed byte
+    /// and the LSN, ascending and disjoint.
+    #[test]
+    fn undo_restores_the_page_and_runs_cover_the_changes() {
+        let mut page = Box::new([0u8; PAGE_SIZE]);
+        let node = init_leaf(&mut page, b"", b"");
+        for i in 0..20u32 {
+            node.insert(&i.to_be_bytes(), &[i as u8; 40]).unwrap();
+        }
+        let start = page.clone();
+        let mut undo = Undo(Vec::new());
+        for (i, value_len) in [(100u32, 30usize), (5, 40), (7, 12), (3, 0)] {
+            let node = Node::from_page_mut(&mut page);
+            let key = i.to_be_bytes();
+            let found = node.lower_bound(&key);
+            let footprint = node.insert_footprint(found, key.len(), value_len).unwrap();
+            undo.save(node.as_page(), &footprint);
+            node.insert_found(found, &key, &vec![7; value_len]).unwrap();
+        }
+        let node = Node::from_page_mut(&mut page);
+        let slot = node.lower_bound(&9u32.to_be_bytes()).0;
+        let footprint = node.remove_footprint(slot);
+        undo.save(node.as_page(), &footprint);
+        assert!(node.remove(&9u32.to_be_bytes()));
+        crate::buffer::page::set_page_lsn(&mut page, 42);
+
+        let runs = undo.runs().expect("a small change is a delta");
+        assert!(runs.windows(2).all(|w| w[0].0 + w[0].1 < w[1].0));
+        for (at, (before, after)) in start.iter().zip(page.iter()).enumerate() {
+            let covered = runs
+                .iter()
+                .any(|&(offset, len)| (offset as usize..(offset + len) as usize).contains(&at));
+            assert!(
+                before == after || covered,
+                "byte {at} changed outside the runs"
+            );
+        }
+        let mut undone = page.clone();
+        undo.undo(&mut undone);
+        // Everything but the LSN, which the step sets after its changes.
+        undone[8..16].copy_from_slice(&start[8..16]);
+        assert_eq!(&undone[..], &start[..]);
+    }
+
+    /// Spans of half a page or more are logged as an image, not a delta.
+    #[test]
+    fn large_spans_are_not_a_delta() {
+        let mut page = Box::new([0u8; PAGE_SIZE]);
+        let node = init_leaf(&mut page, b"", b"");
+        for i in 0..300u16 {
+            node.insert(&i.to_be_bytes(), &[]).unwrap();
+        }
+        let node = Node::from_page(&page);
+        let mut undo = Undo(Vec::new());
+        // The last slot: the header and one slot.
+        undo.save(&page, &node.remove_footprint(299));
+        assert!(undo.runs().is_some());
+        // The first slot: the whole slot array, 2,400 bytes.
+        undo.save(&page, &node.remove_footprint(0));
+        assert!(undo.runs().is_none());
+    }
+}
