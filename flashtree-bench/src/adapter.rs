@@ -24,7 +24,7 @@ use std::task::{Context, Poll};
 
 use flashtree::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
 use flashtree::db::{
-    Db, Durability, Options, ScanDirection, TaskCtx, Tree, WriteBatch, WriteOptions,
+    Db, Durability, LogWrites, Options, ScanDirection, TaskCtx, Tree, WriteBatch, WriteOptions,
 };
 use flashtree::io::{BackendKind, IoConfig, PAGE_SIZE};
 use flashtree_peers::kv::check_table;
@@ -70,6 +70,8 @@ pub struct FlashtreeSettings {
     pub wal_bytes_per_worker: u64,
     /// `Options::checkpoint_log_bytes`.
     pub checkpoint_log_bytes: u64,
+    /// `Options::log_writes`.
+    pub log_writes: LogWrites,
 }
 
 impl Default for FlashtreeSettings {
@@ -85,6 +87,7 @@ impl Default for FlashtreeSettings {
             submit_busy_depth: IoConfig::default().submit_busy_depth,
             wal_bytes_per_worker: Options::default().wal_bytes_per_worker,
             checkpoint_log_bytes: Options::default().checkpoint_log_bytes,
+            log_writes: Options::default().log_writes,
         }
     }
 }
@@ -136,6 +139,7 @@ impl FlashtreeEngine {
             hot_spare_rounds: settings.hot_spare_rounds,
             wal_bytes_per_worker: settings.wal_bytes_per_worker,
             checkpoint_log_bytes: settings.checkpoint_log_bytes,
+            log_writes: settings.log_writes,
             durability: match config.durability {
                 DurabilityMode::None => Durability::None,
                 DurabilityMode::Buffered => Durability::Buffered {
@@ -165,7 +169,8 @@ impl FlashtreeEngine {
             "{workers} worker(s) × {tasks_text}; pool {} MiB ({} pages of {PAGE_SIZE} B); \
              direct I/O; backend {} (depth {io_depth}/worker, submitting by itself every {} requests \
              while fewer than {} are unfinished); clock spares dirty pages {} rounds, \
-             hot pages up to {}; {}; log {} MiB per worker, a checkpoint every {} MiB of log",
+             hot pages up to {}; {}; log {} MiB per worker, a checkpoint every {} MiB of log, \
+             log writes {}",
             pool_bytes >> 20,
             pool_bytes / PAGE_SIZE as u64,
             settings.backend,
@@ -176,6 +181,7 @@ impl FlashtreeEngine {
             flashtree_peers::adapters::durability(ENGINE_NAME, config.durability),
             settings.wal_bytes_per_worker >> 20,
             settings.checkpoint_log_bytes >> 20,
+            settings.log_writes.name(),
         );
         for note in db.notes() {
             line.push_str("; ");

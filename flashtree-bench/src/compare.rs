@@ -81,6 +81,12 @@ pub struct CompareArgs {
     /// full page images in the log, more log to replay after a crash.
     #[arg(long, default_value_t = format!("{}MiB", flashtree::db::Options::default().checkpoint_log_bytes >> 20))]
     pub checkpoint_log: String,
+    /// flashtree: how each worker writes its log (`Options::log_writes`):
+    /// auto (on the worker's thread when it has nothing else to do, else
+    /// through its channel), inline (always on its thread, which waits for
+    /// each write) or channel (always through its io_uring/libaio channel).
+    #[arg(long, default_value = "auto")]
+    pub log_writes: flashtree::db::LogWrites,
 }
 
 /// Runs the comparison.
@@ -164,6 +170,7 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
             .map_err(|e| format!("--wal-per-worker: {e}"))?,
         checkpoint_log_bytes: crate::util::parse_size_bytes(&args.checkpoint_log)
             .map_err(|e| format!("--checkpoint-log: {e}"))?,
+        log_writes: args.log_writes,
     };
     Ok((settings, dataset_bytes, cores))
 }

@@ -55,6 +55,12 @@ pub struct CommitArgs {
     /// Distinct keys the puts go to.
     #[arg(long, default_value_t = 100_000)]
     pub keys: u64,
+    /// How the worker writes its log (`Options::log_writes`): auto (on the
+    /// worker's thread when it has nothing else to do, else through its
+    /// channel), inline (always on its thread, which waits for each write)
+    /// or channel (always through its io_uring channel).
+    #[arg(long, default_value = "auto")]
+    pub log_writes: flashtree::db::LogWrites,
     /// Print one JSON object per result instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -399,6 +405,7 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
         durability: Durability::Sync,
         wal_bytes_per_worker: parse_size_bytes(&args.wal_per_worker).map_err(usage_error)?,
         checkpoint_log_bytes: parse_size_bytes(&args.checkpoint_log).map_err(usage_error)?,
+        log_writes: args.log_writes,
         ..Options::default()
     };
     let db = Db::open(&args.path, options).map_err(|e| format!("{}: {e}", args.path.display()))?;
@@ -446,6 +453,7 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
         println!(
             "{}",
             serde_json::json!({
+                "log_writes": args.log_writes.name(),
                 "group_commit_ratio": group_ratio,
                 "open_loop_p99_over_device_p99": p99_ratio,
                 "open_loop_p99_over_device_open_loop_p99": ideal_p99_ratio,
@@ -483,7 +491,8 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
             );
         }
         println!(
-            "group commit: {} tasks reach {group_ratio:.1}x the commits/s of {} task(s); open-loop p99 is {p99_ratio:.2}x the device's 4 KiB write+fdatasync p99 (queue depth 1), {ideal_p99_ratio:.2}x the device's under the same arrivals (one thread writing and syncing back to back)",
+            "log writes {}; group commit: {} tasks reach {group_ratio:.1}x the commits/s of {} task(s); open-loop p99 is {p99_ratio:.2}x the device's 4 KiB write+fdatasync p99 (queue depth 1), {ideal_p99_ratio:.2}x the device's under the same arrivals (one thread writing and syncing back to back)",
+            args.log_writes.name(),
             task_counts[task_counts.len() - 1],
             task_counts[0]
         );

@@ -3,14 +3,16 @@
 //! it with SIGKILL at a random moment, reopens the store and checks that
 //! the store holds exactly the batches before some point that is not before
 //! the last acknowledged one (all of a batch or none of it), then lets the
-//! next child go on from there.
+//! next child go on from there. Each child writes its log one of the three
+//! ways (`LogWrites::Auto`, `Inline` or `Channel`), picked at random per
+//! kill.
 //!
 //! `cargo test` runs 20 kills. A long series:
 //! `FLASHTREE_KILLS=1000 cargo test --release -p flashtree --test crash_kill -- --nocapture`
 //! (`FLASHTREE_KILL_SEED` picks the seed; a failure prints the command that
 //! replays its series).
 
-use flashtree::db::{Db, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
+use flashtree::db::{Db, LogWrites, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -85,8 +87,12 @@ fn contents(db: &Db) -> Model {
 }
 
 /// The child: commits batches `from..` until it is killed.
-fn child(dir: &Path, seed: u64, from: u64) {
-    let db = Db::open(dir, options()).unwrap();
+fn child(dir: &Path, seed: u64, from: u64, log_writes: LogWrites) {
+    let options = Options {
+        log_writes,
+        ..options()
+    };
+    let db = Db::open(dir, options).unwrap();
     let trees = trees(&db);
     for n in from.. {
         let mut batch = WriteBatch::new();
@@ -115,7 +121,8 @@ fn killed_processes_lose_no_acknowledged_batch() {
         let dir = parts.next().unwrap().to_string();
         let seed: u64 = parts.next().unwrap().parse().unwrap();
         let from: u64 = parts.next().unwrap().parse().unwrap();
-        child(Path::new(&dir), seed, from);
+        let log_writes: LogWrites = parts.next().unwrap().parse().unwrap();
+        child(Path::new(&dir), seed, from, log_writes);
         return;
     }
     let kills: u64 = std::env::var("FLASHTREE_KILLS")
@@ -142,6 +149,8 @@ fn killed_processes_lose_no_acknowledged_batch() {
     );
     let mut acked_total = 0u64;
     for kill in 0..kills {
+        let log_writes =
+            [LogWrites::Auto, LogWrites::Inline, LogWrites::Channel][rng.random_range(0..3)];
         let mut child = Command::new(std::env::current_exe().unwrap())
             .args([
                 "--exact",
@@ -149,7 +158,14 @@ fn killed_processes_lose_no_acknowledged_batch() {
                 "--nocapture",
                 "--test-threads=1",
             ])
-            .env(CHILD_ENV, format!("{},{seed},{next}", dir.path().display()))
+            .env(
+                CHILD_ENV,
+                format!(
+                    "{},{seed},{next},{}",
+                    dir.path().display(),
+                    log_writes.name()
+                ),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

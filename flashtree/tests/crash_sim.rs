@@ -15,7 +15,7 @@
 mod common;
 
 use common::{apply, contents, Batch, Model};
-use flashtree::db::{Db, Durability, Options, Tree, WriteBatch, WriteOptions};
+use flashtree::db::{Db, Durability, LogWrites, Options, Tree, WriteBatch, WriteOptions};
 use flashtree::io::sim::{FaultKind, SimConfig, SimDisk};
 use flashtree::io::Vfs;
 use rand::rngs::StdRng;
@@ -104,8 +104,13 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
     } else {
         Durability::Buffered { max_delay_ms: 1000 }
     };
+    // Every way of writing the log: on the worker's thread, or through
+    // its channel (both the simulated disk's synchronous backend, but
+    // different completion paths in the worker).
+    let log_writes = [LogWrites::Auto, LogWrites::Inline, LogWrites::Channel][(seed % 3) as usize];
     let options = |create| Options {
         durability,
+        log_writes,
         ..options(&disk, create)
     };
     let keys = rng.random_range(20..400);

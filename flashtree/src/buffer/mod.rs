@@ -794,6 +794,10 @@ pub struct WorkerIoStats {
     pub leaf_rebalances: u64,
 }
 
+/// Most requests on a worker's inline log channel: a flush writes at
+/// most a few runs of blocks (see `wal::writer`).
+const LOG_CHANNEL_DEPTH: u32 = 64;
+
 /// One worker's part of the buffer manager: its frames, free list, clock
 /// hand and I/O channel. Lives on the worker thread.
 pub struct WorkerBuffer {
@@ -801,6 +805,14 @@ pub struct WorkerBuffer {
     /// which may own the pool the I/O targets, and before `log`, whose ring
     /// the log writes read.
     channel: IoChannel,
+    /// The channel of inline log writes (synchronous backend; None: the
+    /// log writes through `channel`). Nothing is in flight on it between
+    /// calls, so its drop order does not matter.
+    log_channel: Option<IoChannel>,
+    /// Completions of `log_channel`, reused between flushes.
+    log_completions: Vec<IoCompletion>,
+    /// How the log is written.
+    log_writes: crate::wal::LogWrites,
     /// This worker's log (None without a log).
     log: Option<LogWriter>,
     worker: usize,
@@ -886,6 +898,9 @@ impl WorkerBuffer {
         let free_target = (frames * bm.free_target_pct as usize / 100).max(2);
         Ok(WorkerBuffer {
             channel,
+            log_channel: None,
+            log_completions: Vec::new(),
+            log_writes: crate::wal::LogWrites::Channel,
             log: None,
             worker,
             first_frame,
@@ -1001,9 +1016,17 @@ impl WorkerBuffer {
         self.log_room_waiters = waiters;
     }
 
-    /// Gives this worker its log.
-    pub fn set_log(&mut self, log: LogWriter) {
+    /// Gives this worker its log, written as `writes` says.
+    pub fn set_log(&mut self, log: LogWriter, writes: crate::wal::LogWrites) -> Result<()> {
+        if writes != crate::wal::LogWrites::Channel {
+            self.log_channel = Some(IoChannel::blocking(
+                self.bm.storage.clone(),
+                LOG_CHANNEL_DEPTH,
+            )?);
+        }
+        self.log_writes = writes;
         self.log = Some(log);
+        Ok(())
     }
 
     /// The log, if any.
@@ -1050,11 +1073,50 @@ impl WorkerBuffer {
             .append(parts)
     }
 
-    /// Starts a log flush if one is due (or `force`).
+    /// Starts a log flush if one is due (or `force`): through the worker's
+    /// channel, or made on this thread ([`crate::wal::LogWrites`]), when
+    /// the flush is done, and its groups durable once every earlier flush
+    /// completed, on return.
     pub fn flush_log(&mut self, force: bool) {
-        if let Some(log) = &mut self.log {
-            log.maybe_flush(&mut self.channel, &self.bm.wal, force);
+        let Some(log) = &mut self.log else {
+            return;
+        };
+        // `Auto`: through the channel while page reads are in flight (the
+        // worker has I/O to overlap the flush with: a store out of memory
+        // under load), else on this thread. Page writes in flight
+        // (eviction, checkpoints) do not count: they wake no task.
+        let reads_in_flight = self
+            .channel
+            .in_flight()
+            .saturating_sub(self.writes_in_flight + self.checkpoint_writes_in_flight);
+        let busy = reads_in_flight > 0;
+        let inline = match &mut self.log_channel {
+            Some(inline) if self.log_writes == crate::wal::LogWrites::Inline || !busy => inline,
+            _ => {
+                log.maybe_flush(&mut self.channel, &self.bm.wal, force);
+                return;
+            }
+        };
+        log.maybe_flush(inline, &self.bm.wal, force);
+        // (`push` may have performed some of them already.)
+        if inline.in_flight() == 0 {
+            return;
         }
+        // The synchronous backend performs the writes here, each durable
+        // when it returns (`RWF_DSYNC`); their completions follow at once.
+        if let Err(e) = inline.submit() {
+            self.bm.wal.fail(format!("log {}: {e}", self.worker));
+        }
+        let mut done = std::mem::take(&mut self.log_completions);
+        if let Err(e) = inline.poll(&mut done) {
+            self.bm.wal.fail(format!("log {}: {e}", self.worker));
+        }
+        for c in done.drain(..) {
+            if log.complete(c, &self.bm.wal) {
+                self.log_durable_events += 1;
+            }
+        }
+        self.log_completions = done;
     }
 
     /// Writes and syncs everything appended to the log, waiting for it

@@ -23,7 +23,7 @@ mod open;
 mod reply;
 mod worker;
 
-pub use crate::wal::Durability;
+pub use crate::wal::{Durability, LogWrites};
 pub use batch::{WriteBatch, MAX_BATCH_ENTRIES};
 pub use meta::{MAX_TREES, MAX_TREE_NAME_BYTES};
 pub use open::RecoveryStats;
@@ -81,6 +81,10 @@ pub struct Options {
     pub direct_io: bool,
     /// When a write is durable (default [`Durability::Sync`]).
     pub durability: Durability,
+    /// How each worker writes its log (default [`LogWrites::Auto`]: on
+    /// the worker's thread when it has nothing else to do, else through
+    /// its I/O channel).
+    pub log_writes: LogWrites,
     /// Create the store when there is none (default true). Without it,
     /// opening a path with no store is an error.
     pub create_if_missing: bool,
@@ -137,6 +141,7 @@ impl Default for Options {
             hot_spare_rounds: 16,
             direct_io: true,
             durability: Durability::Sync,
+            log_writes: LogWrites::Auto,
             create_if_missing: true,
             wal_bytes_per_worker: 256 << 20,
             wal_buffer_bytes: 8 << 20,
@@ -1735,6 +1740,7 @@ fn start_workers(
             index: w,
             io_config: io_config.clone(),
             log: logs.next().flatten(),
+            log_writes: options.log_writes,
             checkpoints: checkpoint::CheckpointDriver::new(w, options.checkpoint_log_bytes),
             shutdown: inner.shutdown.clone(),
             started: tx,

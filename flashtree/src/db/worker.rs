@@ -368,6 +368,8 @@ pub(crate) struct WorkerStart {
     pub io_config: IoConfig,
     /// Its log (None: `Durability::None`).
     pub log: Option<crate::wal::writer::LogWriter>,
+    /// How it writes its log.
+    pub log_writes: crate::wal::LogWrites,
     pub checkpoints: super::checkpoint::CheckpointDriver,
     pub shutdown: Arc<AtomicBool>,
     /// Where start-up is reported: the I/O notes, or the error.
@@ -384,6 +386,7 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         index,
         io_config,
         log,
+        log_writes,
         mut checkpoints,
         shutdown,
         started,
@@ -396,7 +399,10 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         }
     };
     if let Some(log) = log {
-        wb.set_log(log);
+        if let Err(e) = wb.set_log(log, log_writes) {
+            let _ = started.send(Err(e));
+            return Ok(0);
+        }
     }
     let _ = started.send(Ok(wb.io_notes().to_vec()));
     let wb_ptr = Box::into_raw(Box::new(wb));

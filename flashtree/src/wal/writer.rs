@@ -1,8 +1,10 @@
 //! One worker's log: an in-memory ring of 4 KiB blocks that groups are
-//! appended to, written to the worker's log file through the worker's own
-//! I/O channel with writes that are durable when they complete
-//! (`RWF_DSYNC`: one request and one round trip per flush, where a write
-//! followed by `fdatasync` took two).
+//! appended to, written to the worker's log file with writes that are
+//! durable when they complete (`RWF_DSYNC`: one request per run of blocks,
+//! where a write followed by `fdatasync` took two). The writes go through
+//! the channel the caller passes: by default a synchronous one, so the
+//! worker's thread makes them itself (`LogWrites::Inline`), else the
+//! worker's io_uring or libaio channel (`LogWrites::Channel`).
 //!
 //! # Contract
 //! * Owned by one worker (inside its `WorkerBuffer`); never shared.
