@@ -415,7 +415,7 @@ impl NodeBytes for &[u8; PAGE_SIZE] {
 }
 
 /// A page under an optimistic latch: every byte is read once, by a
-/// volatile load of 8 bytes or of 1 ([`RacyPage::read`]), never through a
+/// volatile load of 1 to 8 bytes ([`RacyPage`]), never through a
 /// reference, and loops are bounded by lengths clamped to the page.
 impl NodeBytes for RacyPage<'_> {
     #[inline(always)]
@@ -426,45 +426,12 @@ impl NodeBytes for RacyPage<'_> {
     /// [`compare_keys`] with the page's side read by volatile loads.
     #[inline]
     fn compare(self, at: usize, len: usize, key: &[u8]) -> Ordering {
-        let len = if in_page(at, len) { len } else { 0 };
-        let common = len.min(key.len());
-        let (key_words, _) = key[..common].as_chunks::<8>();
-        for (i, word) in key_words.iter().enumerate() {
-            let page_word = self.read::<8>(at + 8 * i);
-            if page_word != *word {
-                return u64::from_be_bytes(page_word).cmp(&u64::from_be_bytes(*word));
-            }
-        }
-        let done = 8 * key_words.len();
-        for (i, byte) in key[done..common].iter().enumerate() {
-            let [page_byte] = self.read::<1>(at + done + i);
-            if page_byte != *byte {
-                return page_byte.cmp(byte);
-            }
-        }
-        len.cmp(&key.len())
+        RacyPage::compare(self, at, len, key)
     }
 
     #[inline]
     fn copy_into(self, at: usize, len: usize, out: &mut Vec<u8>) {
-        if !in_page(at, len) {
-            return;
-        }
-        out.reserve(len);
-        let old_len = out.len();
-        let (words, tail) = out.spare_capacity_mut()[..len].as_chunks_mut::<8>();
-        for (i, word) in words.iter_mut().enumerate() {
-            *word = self.read::<8>(at + 8 * i).map(std::mem::MaybeUninit::new);
-        }
-        let done = 8 * words.len();
-        for (i, byte) in tail.iter_mut().enumerate() {
-            let [page_byte] = self.read::<1>(at + done + i);
-            byte.write(page_byte);
-        }
-        // SAFETY: `reserve` made room for `len` more bytes, and the loops
-        // above initialised all of them: `words` and `tail` split the first
-        // `len` spare bytes between them.
-        unsafe { out.set_len(old_len + len) };
+        RacyPage::copy_into(self, at, len, out);
     }
 }
 
@@ -684,8 +651,26 @@ impl<B: NodeBytes> NodeView<B> {
         if slot >= self.count() {
             return 0..0;
         }
-        let s = self.slot(slot);
+        self.entry_value_range(slot)
+    }
+
+    /// The value of slot `index` as a range of the page, with no check of
+    /// `count` (empty if it passes the page's end).
+    #[inline]
+    fn entry_value_range(self, index: usize) -> Range<usize> {
+        let s = Slot::unpack(self.read_u32(Self::slot_at(index) + SLOT_PACKED), 0);
         page_range(s.offset + s.key_len, s.value_len)
+    }
+
+    /// The child page id stored in `range` (a value's); 0 unless it is 8
+    /// bytes long.
+    #[inline]
+    fn child_in(self, range: Range<usize>) -> u64 {
+        if range.len() == CHILD_BYTES {
+            self.read_u64(range.start)
+        } else {
+            0
+        }
     }
 
     /// Writes the full key of `slot` (prefix restored) into `out`, replacing
@@ -715,12 +700,7 @@ impl<B: NodeBytes> NodeView<B> {
 
     /// Child page id of `slot` (inner nodes); 0 if out of range or malformed.
     pub fn child(self, slot: usize) -> u64 {
-        let range = self.value_range(slot);
-        if range.len() == CHILD_BYTES {
-            self.read_u64(range.start)
-        } else {
-            0
-        }
+        self.child_in(self.value_range(slot))
     }
 
     /// The child covering keys greater than the last separator (inner nodes).
@@ -735,6 +715,7 @@ impl<B: NodeBytes> NodeView<B> {
     /// First slot whose key is `>= key`, and whether it is equal. Returns
     /// `(count, false)` if all keys are smaller. Keys that do not share the
     /// node prefix (outside the fences) give 0 or `count`.
+    #[inline]
     pub fn lower_bound(self, key: &[u8]) -> (usize, bool) {
         let count = self.count();
         let prefix = self.prefix_range();
@@ -784,17 +765,20 @@ impl<B: NodeBytes> NodeView<B> {
     }
 
     /// Inner nodes: page id of the child covering `key`.
+    #[inline]
     pub fn child_for(self, key: &[u8]) -> u64 {
         self.child_at(self.child_index_for(key))
     }
 
     /// Inner nodes: child page id at `index`, where `index == count()` is the
     /// upper child (the indexing of `child_index_for`).
+    #[inline]
     pub fn child_at(self, index: usize) -> u64 {
         if index >= self.count() {
             self.upper_child()
         } else {
-            self.child(index)
+            // (`count` read once: `child` would read it again.)
+            self.child_in(self.entry_value_range(index))
         }
     }
 

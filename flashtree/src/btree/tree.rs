@@ -6,6 +6,9 @@
 //! page, yields or waits for frames, then runs the operation again from the
 //! root. Optimistic latches are validated before anything read under them
 //! is trusted: a child pointer is followed only after its parent validated.
+//! A page under an optimistic latch is read only through [`racy_node`]
+//! (volatile loads, no reference to the page); slices of a page (`&Node`)
+//! are taken only under a shared or exclusive latch.
 //!
 //! The root of a tree never moves: a root split copies the root into a new
 //! page and splits that, so the catalog's root page id stays valid forever.
@@ -77,7 +80,7 @@ fn descend_from<'a>(
 /// Looks `key` up in `leaf`: copies the value into `out` and returns true if
 /// found, once the leaf validated.
 fn read_leaf(leaf: &GuardO<'_>, key: &[u8], out: &mut Vec<u8>) -> Result<bool, Restart> {
-    let n = racy_node(&leaf);
+    let n = racy_node(leaf);
     let (slot, found) = n.lower_bound(key);
     if found {
         n.value_into(slot, out);
@@ -919,7 +922,7 @@ pub fn scan_leaf_visit(
     }
     let next_cursor = match &parent {
         Some((p, index)) => {
-            let pn = racy_node(&p);
+            let pn = racy_node(p);
             let next = match direction {
                 Direction::Forward => (*index < pn.count()).then_some(index + 1),
                 Direction::Backward => index.checked_sub(1),
