@@ -2,9 +2,11 @@
 # The B+-tree node tests (`btree::node`) under Miri, the Rust interpreter
 # that reports undefined behaviour (out-of-bounds or unaligned accesses,
 # invalid values, use after free) in the code it runs. The node code reads
-# pages that optimistic readers may see mid-change, through raw page
-# bytes and `unsafe` casts; these tests run its read and write paths on
-# valid, corrupted and random pages.
+# pages that optimistic readers may see mid-change (through `RacyPage`'s
+# volatile loads) and casts page bytes to nodes; these tests run its read
+# paths through both views and its write paths on valid, corrupted and
+# random pages. One thread only: a reader racing a writer is not tested
+# (Miri's race detector would flag volatile reads racing plain writes).
 #
 # Miri interprets every instruction (about 1,000 times slower than native
 # code), so the property tests run few cases: PROPTEST_CASES (default 2).

@@ -12,9 +12,18 @@
 //!   bytes it returns clamped or empty values and never panics and never reads
 //!   outside the page. Optimistic readers rely on this: they read while a
 //!   writer may be changing the page and validate a version afterwards.
-//!   (Whether reading bytes that a writer is changing is sound at the
-//!   language level depends on how the buffer layer hands out the page; this
-//!   module only promises bounded, panic-free results on any bytes.)
+//! - The read paths are written once, in [`NodeView`], generic over the
+//!   bytes ([`NodeBytes`]): a latched page (`&[u8; PAGE_SIZE]`, what
+//!   [`Node`]'s read methods use) or a page under an optimistic latch
+//!   ([`RacyNode`] over `buffer::RacyPage`). Under an optimistic latch no
+//!   reference to the page is ever made: each field is read once by a
+//!   volatile load of at most 8 bytes through a raw pointer, so the
+//!   compiler may not assume the bytes stable, and every value read stays
+//!   untrusted (clamped before use) until the caller validates. (Formally
+//!   even a volatile read racing a write is a data race in Rust's memory
+//!   model; `buffer/racy.rs` says what that leaves open.) Code that needs
+//!   slices (`&Node`: mutation, `plan_rebalance`, `check_invariants`)
+//!   runs only on latched pages.
 //! - Mutating paths assume a valid page and in-range arguments (checked with
 //!   `debug_assert!`) and must run under an exclusive latch.
 //!
@@ -63,6 +72,7 @@
 //!   (empty = last leaf); descend with `upper_fence ++ [0]`, the smallest key
 //!   greater than the fence.
 
+use crate::buffer::RacyPage;
 use std::cmp::Ordering;
 use std::fmt;
 use std::ops::Range;
@@ -171,6 +181,20 @@ struct Slot {
     key_len: usize,
     value_len: usize,
     head: u32,
+}
+
+impl Slot {
+    /// Decodes a packed slot word (see the module docs) and a head.
+    #[inline]
+    fn unpack(packed: u32, head: u32) -> Slot {
+        let bits = |shift: u32, width: u32| ((packed >> shift) & ((1 << width) - 1)) as usize;
+        Slot {
+            offset: bits(0, SLOT_OFFSET_BITS),
+            key_len: bits(SLOT_OFFSET_BITS, SLOT_KEY_LEN_BITS),
+            value_len: bits(SLOT_OFFSET_BITS + SLOT_KEY_LEN_BITS, SLOT_VALUE_LEN_BITS),
+            head,
+        }
+    }
 }
 
 /// A B+-tree node: a view of one page. `&Node` gives the (garbage-tolerant)
@@ -332,6 +356,439 @@ fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
     a.len().cmp(&b.len())
 }
 
+// --------------------------------------------------------------------------
+// The read paths, written once over any bytes a node is read from.
+
+/// The bytes a node is read from: a latched page (`&[u8; PAGE_SIZE]`,
+/// stable while the latch is held) or a page under an optimistic latch
+/// ([`RacyPage`], which a writer may change meanwhile and which is read
+/// only through volatile loads). Every method is total: bytes past the
+/// page's end read as zeros, and a range that passes it as empty. The read
+/// paths ([`NodeView`]) use nothing else, so one implementation serves
+/// both, and each of their reads of the page is one call here, done once.
+pub trait NodeBytes: Copy {
+    /// The `N` (at most 8) bytes at `at`; zeros if they pass the end.
+    fn read<const N: usize>(self, at: usize) -> [u8; N];
+    /// How bytes `at..at + len` order against `key` (as `Ord for [u8]`);
+    /// the range reads as empty if it passes the end.
+    fn compare(self, at: usize, len: usize, key: &[u8]) -> Ordering;
+    /// Appends bytes `at..at + len` to `out`; nothing if the range passes
+    /// the end.
+    fn copy_into(self, at: usize, len: usize, out: &mut Vec<u8>);
+}
+
+/// True if `at..at + len` lies inside a page (no overflow on garbage).
+#[inline]
+fn in_page(at: usize, len: usize) -> bool {
+    at <= PAGE_SIZE && len <= PAGE_SIZE - at
+}
+
+/// `at..at + len` if it lies inside a page, else the empty range.
+#[inline]
+fn page_range(at: usize, len: usize) -> Range<usize> {
+    if in_page(at, len) {
+        at..at + len
+    } else {
+        0..0
+    }
+}
+
+/// A latched page: plain slices (the code the latched paths always had).
+impl NodeBytes for &[u8; PAGE_SIZE] {
+    #[inline(always)]
+    fn read<const N: usize>(self, at: usize) -> [u8; N] {
+        match self.get(at..).and_then(<[u8]>::first_chunk::<N>) {
+            Some(bytes) => *bytes,
+            None => [0; N],
+        }
+    }
+
+    #[inline]
+    fn compare(self, at: usize, len: usize, key: &[u8]) -> Ordering {
+        compare_keys(self.get(page_range(at, len)).unwrap_or(&[]), key)
+    }
+
+    #[inline]
+    fn copy_into(self, at: usize, len: usize, out: &mut Vec<u8>) {
+        out.extend_from_slice(self.get(page_range(at, len)).unwrap_or(&[]));
+    }
+}
+
+/// A page under an optimistic latch: every byte is read once, by a
+/// volatile load of 1 to 8 bytes ([`RacyPage`]), never through a
+/// reference, and loops are bounded by lengths clamped to the page.
+impl NodeBytes for RacyPage<'_> {
+    #[inline(always)]
+    fn read<const N: usize>(self, at: usize) -> [u8; N] {
+        RacyPage::read(self, at)
+    }
+
+    /// [`compare_keys`] with the page's side read by volatile loads.
+    #[inline]
+    fn compare(self, at: usize, len: usize, key: &[u8]) -> Ordering {
+        RacyPage::compare(self, at, len, key)
+    }
+
+    #[inline]
+    fn copy_into(self, at: usize, len: usize, out: &mut Vec<u8>) {
+        RacyPage::copy_into(self, at, len, out);
+    }
+}
+
+/// The read paths of a node (count, kind, fences, slots, binary search,
+/// children, keys, values, space) over any [`NodeBytes`]. Total on garbage:
+/// every offset and length read from the page is clamped or checked before
+/// it is used, results stay inside the page, nothing panics and every loop
+/// is bounded by a clamped count or length. On a page under an optimistic
+/// latch ([`RacyNode`]) two reads of one field may disagree; nothing here
+/// assumes they agree (nor asserts it), and the caller trusts a result only
+/// after the latch validates. [`Node`]'s read methods are these, on a
+/// latched page.
+#[derive(Clone, Copy)]
+pub struct NodeView<B> {
+    bytes: B,
+}
+
+/// A node under an optimistic latch (see `buffer::GuardO::racy_page`).
+pub type RacyNode<'a> = NodeView<RacyPage<'a>>;
+
+impl<B: NodeBytes> NodeView<B> {
+    /// Views `bytes` as a node. Any bytes are accepted.
+    #[inline]
+    pub fn new(bytes: B) -> NodeView<B> {
+        NodeView { bytes }
+    }
+
+    #[inline]
+    fn read_u16(self, at: usize) -> usize {
+        usize::from(u16::from_le_bytes(self.bytes.read(at)))
+    }
+
+    #[inline]
+    fn read_u32(self, at: usize) -> u32 {
+        u32::from_le_bytes(self.bytes.read(at))
+    }
+
+    #[inline]
+    fn read_u64(self, at: usize) -> u64 {
+        u64::from_le_bytes(self.bytes.read(at))
+    }
+
+    fn heap_start(self) -> usize {
+        self.read_u16(HDR_HEAP_START)
+    }
+
+    /// Live heap bytes as recorded in the header (unclamped).
+    fn heap_used_bytes(self) -> usize {
+        self.read_u16(HDR_HEAP_USED)
+    }
+
+    fn slots_end(self) -> usize {
+        NODE_HEADER_END + self.count() * SLOT_BYTES
+    }
+
+    /// End of the fences: the page's end in leaves; inner nodes keep their
+    /// upper child in the last 8 bytes.
+    fn fences_end(self) -> usize {
+        PAGE_SIZE - self.child_bytes()
+    }
+
+    /// Bytes the upper child takes (inner nodes; any kind but a leaf).
+    fn child_bytes(self) -> usize {
+        if self.is_leaf() {
+            0
+        } else {
+            CHILD_BYTES
+        }
+    }
+
+    /// Where slot `index` starts; past the page for any index beyond the
+    /// slot array's room (so its fields read as zeros).
+    #[inline]
+    fn slot_at(index: usize) -> usize {
+        NODE_HEADER_END + index.min(SLOT_COUNT_MAX + 1) * SLOT_BYTES
+    }
+
+    /// Decoded slot `index`; zeroes if the slot lies outside the page.
+    fn slot(self, index: usize) -> Slot {
+        let at = Self::slot_at(index);
+        Slot::unpack(
+            self.read_u32(at + SLOT_PACKED),
+            self.read_u32(at + SLOT_HEAD),
+        )
+    }
+
+    /// Key head of slot `index` (the only field binary search reads);
+    /// clamped into the slot array, so it lies inside the page.
+    #[inline]
+    fn slot_head(self, index: usize) -> u32 {
+        let at = NODE_HEADER_END + index.min(SLOT_COUNT_MAX - 1) * SLOT_BYTES + SLOT_HEAD;
+        self.read_u32(at)
+    }
+
+    /// The stored key suffix of slot `index` as a range of the page, with
+    /// no check of `count` (empty if it passes the page's end).
+    #[inline]
+    fn entry_key_range(self, index: usize) -> Range<usize> {
+        let s = Slot::unpack(self.read_u32(Self::slot_at(index) + SLOT_PACKED), 0);
+        page_range(s.offset, s.key_len)
+    }
+
+    /// The page kind written by `init_leaf`/`init_inner` (or garbage).
+    pub fn page_kind(self) -> u16 {
+        self.read_u16(PAGE_KIND_OFFSET) as u16
+    }
+
+    /// True for leaves; false for inner nodes (and for garbage kinds).
+    pub fn is_leaf(self) -> bool {
+        self.page_kind() == PAGE_KIND_LEAF
+    }
+
+    /// Number of slots, clamped to what fits in a page.
+    pub fn count(self) -> usize {
+        self.read_u16(HDR_COUNT).min(SLOT_COUNT_MAX)
+    }
+
+    /// Bytes a compacted copy of this node occupies: header, slots, fences and
+    /// entries. The fill-factor / merge metric.
+    pub fn space_used_bytes(self) -> usize {
+        (self.slots_end() + self.heap_used_bytes() + self.child_bytes()).min(PAGE_SIZE)
+    }
+
+    /// Bytes free after compaction (`PAGE_SIZE - space_used_bytes`).
+    pub fn free_space_bytes(self) -> usize {
+        PAGE_SIZE - self.space_used_bytes()
+    }
+
+    /// Leaves: whether an insert of a `key_len`-byte key with a
+    /// `value_len`-byte value fits without a split, where `found` is
+    /// `lower_bound(key)`. A replace reuses the old value's bytes, so
+    /// updating a row in a full leaf does not split it.
+    pub fn fits(self, found: (usize, bool), key_len: usize, value_len: usize) -> bool {
+        match found {
+            (slot, true) => {
+                let old = self.slot(slot);
+                old.value_len == value_len || self.free_space_bytes() + old.value_len >= value_len
+            }
+            (_, false) => self.has_space_for(key_len, value_len),
+        }
+    }
+
+    /// True if an entry with a full key of `key_len` bytes and a value of
+    /// `value_len` bytes (8 for inner nodes) fits, possibly after compaction.
+    pub fn has_space_for(self, key_len: usize, value_len: usize) -> bool {
+        let needed = key_len
+            .saturating_sub(self.prefix_len())
+            .saturating_add(value_len)
+            .saturating_add(SLOT_BYTES);
+        needed <= self.free_space_bytes()
+    }
+
+    /// Where the lower fence (exclusive; empty: minus infinity) lies in the
+    /// page.
+    pub fn lower_fence_range(self) -> Range<usize> {
+        let end = self.fences_end();
+        let len = self.read_u16(HDR_LOWER_LEN);
+        match end.checked_sub(len) {
+            Some(start) => start..end,
+            None => 0..0,
+        }
+    }
+
+    /// Where the upper fence (inclusive; empty: plus infinity) lies in the
+    /// page.
+    pub fn upper_fence_range(self) -> Range<usize> {
+        let end = self
+            .fences_end()
+            .saturating_sub(self.read_u16(HDR_LOWER_LEN));
+        let len = self.read_u16(HDR_UPPER_LEN);
+        match end.checked_sub(len) {
+            Some(start) => start..end,
+            None => 0..0,
+        }
+    }
+
+    /// Where the common prefix of all keys lies in the page: the start of
+    /// the lower fence, `prefix_len` bytes (clamped to the fence).
+    pub fn prefix_range(self) -> Range<usize> {
+        let lower = self.lower_fence_range();
+        let len = self.read_u16(HDR_PREFIX_LEN).min(lower.len());
+        lower.start..lower.start + len
+    }
+
+    /// Bytes stripped from the front of every stored key (clamped to the
+    /// lower fence length on garbage).
+    pub fn prefix_len(self) -> usize {
+        self.prefix_range().len()
+    }
+
+    /// Writes the lower fence into `out`, replacing its contents.
+    pub fn lower_fence_into(self, out: &mut Vec<u8>) {
+        out.clear();
+        let range = self.lower_fence_range();
+        self.bytes.copy_into(range.start, range.len(), out);
+    }
+
+    /// Writes the upper fence into `out`, replacing its contents.
+    pub fn upper_fence_into(self, out: &mut Vec<u8>) {
+        out.clear();
+        let range = self.upper_fence_range();
+        self.bytes.copy_into(range.start, range.len(), out);
+    }
+
+    /// Where the stored key of `slot` (without the prefix) lies in the
+    /// page; empty if `slot` is out of range.
+    pub fn key_suffix_range(self, slot: usize) -> Range<usize> {
+        if slot >= self.count() {
+            return 0..0;
+        }
+        self.entry_key_range(slot)
+    }
+
+    /// Where the value of `slot` lies in the page; empty if `slot` is out
+    /// of range.
+    pub fn value_range(self, slot: usize) -> Range<usize> {
+        if slot >= self.count() {
+            return 0..0;
+        }
+        self.entry_value_range(slot)
+    }
+
+    /// The value of slot `index` as a range of the page, with no check of
+    /// `count` (empty if it passes the page's end).
+    #[inline]
+    fn entry_value_range(self, index: usize) -> Range<usize> {
+        let s = Slot::unpack(self.read_u32(Self::slot_at(index) + SLOT_PACKED), 0);
+        page_range(s.offset + s.key_len, s.value_len)
+    }
+
+    /// The child page id stored in `range` (a value's); 0 unless it is 8
+    /// bytes long.
+    #[inline]
+    fn child_in(self, range: Range<usize>) -> u64 {
+        if range.len() == CHILD_BYTES {
+            self.read_u64(range.start)
+        } else {
+            0
+        }
+    }
+
+    /// Writes the full key of `slot` (prefix restored) into `out`, replacing
+    /// its contents. Empty if `slot` is out of range.
+    pub fn key_into(self, slot: usize, out: &mut Vec<u8>) {
+        out.clear();
+        if slot < self.count() {
+            let prefix = self.prefix_range();
+            self.bytes.copy_into(prefix.start, prefix.len(), out);
+            let suffix = self.entry_key_range(slot);
+            self.bytes.copy_into(suffix.start, suffix.len(), out);
+        }
+    }
+
+    /// Full length of the key in `slot` (prefix included).
+    pub fn key_len(self, slot: usize) -> usize {
+        self.prefix_len() + self.key_suffix_range(slot).len()
+    }
+
+    /// Writes the value of `slot` (leaves) into `out`, replacing its
+    /// contents; empty if `slot` is out of range.
+    pub fn value_into(self, slot: usize, out: &mut Vec<u8>) {
+        out.clear();
+        let range = self.value_range(slot);
+        self.bytes.copy_into(range.start, range.len(), out);
+    }
+
+    /// Child page id of `slot` (inner nodes); 0 if out of range or malformed.
+    pub fn child(self, slot: usize) -> u64 {
+        self.child_in(self.value_range(slot))
+    }
+
+    /// The child covering keys greater than the last separator (inner nodes).
+    pub fn upper_child(self) -> u64 {
+        if self.is_leaf() {
+            0
+        } else {
+            self.read_u64(UPPER_CHILD_AT)
+        }
+    }
+
+    /// First slot whose key is `>= key`, and whether it is equal. Returns
+    /// `(count, false)` if all keys are smaller. Keys that do not share the
+    /// node prefix (outside the fences) give 0 or `count`.
+    #[inline]
+    pub fn lower_bound(self, key: &[u8]) -> (usize, bool) {
+        let count = self.count();
+        let prefix = self.prefix_range();
+        let prefix_len = prefix.len();
+        if prefix_len > 0 {
+            let shared_len = key.len().min(prefix_len);
+            // The prefix's first bytes against the key's (page vs key).
+            match self
+                .bytes
+                .compare(prefix.start, shared_len, &key[..shared_len])
+            {
+                Ordering::Greater => return (0, false),
+                Ordering::Less => return (count, false),
+                Ordering::Equal if key.len() < prefix_len => return (0, false),
+                Ordering::Equal => {}
+            }
+        }
+        let suffix = &key[prefix_len..];
+        let head = head_of(suffix);
+        let (mut low, mut high) = (0, count);
+        // Bounded: the interval shrinks every step. (A branchless search
+        // over the heads first, then one over the keys of equal heads,
+        // took 2,226 instructions per lookup of `bash
+        // scripts/lookup-instructions.sh` against this loop's 2,133.)
+        while low < high {
+            let mid = low + (high - low) / 2;
+            let order = match self.slot_head(mid).cmp(&head) {
+                Ordering::Equal => {
+                    let stored = self.entry_key_range(mid);
+                    self.bytes.compare(stored.start, stored.len(), suffix)
+                }
+                unequal => unequal,
+            };
+            match order {
+                Ordering::Less => low = mid + 1,
+                Ordering::Greater => high = mid,
+                Ordering::Equal => return (mid, true),
+            }
+        }
+        (low, false)
+    }
+
+    /// Inner nodes: index of the child covering `key`; `count()` means the
+    /// upper child.
+    pub fn child_index_for(self, key: &[u8]) -> usize {
+        self.lower_bound(key).0
+    }
+
+    /// Inner nodes: page id of the child covering `key`.
+    #[inline]
+    pub fn child_for(self, key: &[u8]) -> u64 {
+        self.child_at(self.child_index_for(key))
+    }
+
+    /// Inner nodes: child page id at `index`, where `index == count()` is the
+    /// upper child (the indexing of `child_index_for`).
+    #[inline]
+    pub fn child_at(self, index: usize) -> u64 {
+        if index >= self.count() {
+            self.upper_child()
+        } else {
+            // (`count` read once: `child` would read it again.)
+            self.child_in(self.entry_value_range(index))
+        }
+    }
+
+    /// The child covering `key`, or None in a leaf (any kind but a leaf
+    /// counts as an inner node here; the caller checks kinds it cares for).
+    pub fn child_if_inner(self, key: &[u8]) -> Option<u64> {
+        (!self.is_leaf()).then(|| self.child_for(key))
+    }
+}
+
 impl Node {
     /// Views a page as a node. Any bytes are accepted; read paths tolerate
     /// garbage.
@@ -356,29 +813,25 @@ impl Node {
         &self.bytes
     }
 
+    /// The read paths over this page (stable: latched, or not shared):
+    /// the same code that optimistic readers run over a [`RacyPage`].
+    #[inline]
+    pub fn view(&self) -> NodeView<&[u8; PAGE_SIZE]> {
+        NodeView::new(&self.bytes)
+    }
+
+    /// The bytes of `range` (a range the view checked), or empty.
+    #[inline]
+    fn bytes_of(&self, range: Range<usize>) -> &[u8] {
+        self.bytes.get(range).unwrap_or(&[])
+    }
+
     // ----------------------------------------------------------------------
-    // Raw field access. Reads go through `get` and return 0 when out of range.
+    // Raw field access. Reads go through the view and return 0 when out of
+    // range.
 
     fn read_u16(&self, at: usize) -> usize {
-        match self.bytes.get(at..at + 2) {
-            Some(b) => usize::from(u16::from_le_bytes([b[0], b[1]])),
-            None => 0,
-        }
-    }
-
-    fn read_u32(&self, at: usize) -> u32 {
-        match self.bytes.get(at..at + 4) {
-            Some(b) => u32::from_le_bytes([b[0], b[1], b[2], b[3]]),
-            None => 0,
-        }
-    }
-
-    fn read_u64(&self, at: usize) -> u64 {
-        let mut word = [0u8; 8];
-        if let Some(b) = self.bytes.get(at..at + 8) {
-            word.copy_from_slice(b);
-        }
-        u64::from_le_bytes(word)
+        self.view().read_u16(at)
     }
 
     fn write_u16(&mut self, at: usize, value: usize) {
@@ -399,31 +852,26 @@ impl Node {
     }
 
     fn heap_start(&self) -> usize {
-        self.read_u16(HDR_HEAP_START)
+        self.view().heap_start()
     }
 
     /// Live heap bytes as recorded in the header (unclamped).
     fn heap_used_bytes(&self) -> usize {
-        self.read_u16(HDR_HEAP_USED)
+        self.view().heap_used_bytes()
     }
 
     fn slots_end(&self) -> usize {
-        NODE_HEADER_END + self.count() * SLOT_BYTES
+        self.view().slots_end()
     }
 
-    /// End of the fences: the page's end in leaves; inner nodes keep their
-    /// upper child in the last 8 bytes.
+    /// End of the fences (see [`NodeView`]).
     fn fences_end(&self) -> usize {
-        PAGE_SIZE - self.child_bytes()
+        self.view().fences_end()
     }
 
     /// Bytes the upper child takes (inner nodes; any kind but a leaf).
     fn child_bytes(&self) -> usize {
-        if self.is_leaf() {
-            0
-        } else {
-            CHILD_BYTES
-        }
+        self.view().child_bytes()
     }
 
     /// Free bytes between the slot array and the heap, usable without
@@ -442,27 +890,7 @@ impl Node {
 
     /// Decoded slot `index`; zeroes if the slot lies outside the page.
     fn slot(&self, index: usize) -> Slot {
-        let at = NODE_HEADER_END + index * SLOT_BYTES;
-        let packed = self.read_u32(at + SLOT_PACKED);
-        let bits = |shift: u32, width: u32| ((packed >> shift) & ((1 << width) - 1)) as usize;
-        Slot {
-            offset: bits(0, SLOT_OFFSET_BITS),
-            key_len: bits(SLOT_OFFSET_BITS, SLOT_KEY_LEN_BITS),
-            value_len: bits(SLOT_OFFSET_BITS + SLOT_KEY_LEN_BITS, SLOT_VALUE_LEN_BITS),
-            head: self.read_u32(at + SLOT_HEAD),
-        }
-    }
-
-    /// Key head of slot `index` (the only field binary search reads);
-    /// `index` below `count()`, so the slot lies inside the page.
-    #[inline]
-    fn slot_head(&self, index: usize) -> u32 {
-        debug_assert!(index < self.count());
-        let at = NODE_HEADER_END + index.min(SLOT_COUNT_MAX - 1) * SLOT_BYTES + SLOT_HEAD;
-        let bytes: &[u8; 4] = self.bytes[at..]
-            .first_chunk()
-            .expect("slot heads lie inside the page");
-        u32::from_le_bytes(*bytes)
+        self.view().slot(index)
     }
 
     fn write_slot(&mut self, index: usize, slot: Slot) {
@@ -478,203 +906,114 @@ impl Node {
     }
 
     // ----------------------------------------------------------------------
-    // Read paths: total on garbage.
+    // Read paths: total on garbage ([`NodeView`] over this page).
 
     /// The page kind written by `init_leaf`/`init_inner` (or garbage).
     pub fn page_kind(&self) -> u16 {
-        self.read_u16(PAGE_KIND_OFFSET) as u16
+        self.view().page_kind()
     }
 
     /// True for leaves; false for inner nodes (and for garbage kinds).
     pub fn is_leaf(&self) -> bool {
-        self.page_kind() == PAGE_KIND_LEAF
+        self.view().is_leaf()
     }
 
     /// Number of slots, clamped to what fits in a page.
     pub fn count(&self) -> usize {
-        self.read_u16(HDR_COUNT).min(SLOT_COUNT_MAX)
+        self.view().count()
     }
 
-    /// Bytes a compacted copy of this node occupies: header, slots, fences and
-    /// entries. The fill-factor / merge metric.
+    /// See [`NodeView::space_used_bytes`].
     pub fn space_used_bytes(&self) -> usize {
-        (self.slots_end() + self.heap_used_bytes() + self.child_bytes()).min(PAGE_SIZE)
+        self.view().space_used_bytes()
     }
 
     /// Bytes free after compaction (`PAGE_SIZE - space_used_bytes`).
     pub fn free_space_bytes(&self) -> usize {
-        PAGE_SIZE - self.space_used_bytes()
+        self.view().free_space_bytes()
     }
 
-    /// Leaves: whether an insert of a `key_len`-byte key with a
-    /// `value_len`-byte value fits without a split, where `found` is
-    /// `lower_bound(key)`. A replace reuses the old value's bytes, so
-    /// updating a row in a full leaf does not split it.
+    /// See [`NodeView::fits`].
     pub fn fits(&self, found: (usize, bool), key_len: usize, value_len: usize) -> bool {
-        match found {
-            (slot, true) => {
-                let old = self.slot(slot);
-                old.value_len == value_len || self.free_space_bytes() + old.value_len >= value_len
-            }
-            (_, false) => self.has_space_for(key_len, value_len),
-        }
+        self.view().fits(found, key_len, value_len)
     }
 
-    /// True if an entry with a full key of `key_len` bytes and a value of
-    /// `value_len` bytes (8 for inner nodes) fits, possibly after compaction.
+    /// See [`NodeView::has_space_for`].
     pub fn has_space_for(&self, key_len: usize, value_len: usize) -> bool {
-        let needed = key_len
-            .saturating_sub(self.prefix_len())
-            .saturating_add(value_len)
-            .saturating_add(SLOT_BYTES);
-        needed <= self.free_space_bytes()
+        self.view().has_space_for(key_len, value_len)
     }
 
     /// Lower fence (exclusive); empty means minus infinity.
     pub fn lower_fence(&self) -> &[u8] {
-        let end = self.fences_end();
-        let len = self.read_u16(HDR_LOWER_LEN);
-        end.checked_sub(len)
-            .and_then(|start| self.bytes.get(start..end))
-            .unwrap_or(&[])
+        self.bytes_of(self.view().lower_fence_range())
     }
 
     /// Upper fence (inclusive); empty means plus infinity.
     pub fn upper_fence(&self) -> &[u8] {
-        let end = self
-            .fences_end()
-            .saturating_sub(self.read_u16(HDR_LOWER_LEN));
-        let len = self.read_u16(HDR_UPPER_LEN);
-        end.checked_sub(len)
-            .and_then(|start| self.bytes.get(start..end))
-            .unwrap_or(&[])
+        self.bytes_of(self.view().upper_fence_range())
     }
 
     /// Bytes stripped from the front of every stored key (clamped to the
     /// lower fence length on garbage).
     pub fn prefix_len(&self) -> usize {
-        self.read_u16(HDR_PREFIX_LEN).min(self.lower_fence().len())
+        self.view().prefix_len()
     }
 
     /// The common prefix of all keys in this node.
     pub fn prefix(&self) -> &[u8] {
-        &self.lower_fence()[..self.prefix_len()]
+        self.bytes_of(self.view().prefix_range())
     }
 
     /// Stored key of `slot` without the prefix; empty if out of range.
     pub fn key_suffix(&self, slot: usize) -> &[u8] {
-        if slot >= self.count() {
-            return &[];
-        }
-        let s = self.slot(slot);
-        self.bytes
-            .get(s.offset..s.offset + s.key_len)
-            .unwrap_or(&[])
+        self.bytes_of(self.view().key_suffix_range(slot))
     }
 
-    /// Writes the full key of `slot` (prefix restored) into `out`, replacing
-    /// its contents. Empty if `slot` is out of range.
+    /// See [`NodeView::key_into`].
     pub fn key_into(&self, slot: usize, out: &mut Vec<u8>) {
-        out.clear();
-        if slot < self.count() {
-            out.extend_from_slice(self.prefix());
-            out.extend_from_slice(self.key_suffix(slot));
-        }
+        self.view().key_into(slot, out);
     }
 
     /// Full length of the key in `slot` (prefix included).
     pub fn key_len(&self, slot: usize) -> usize {
-        self.prefix_len() + self.key_suffix(slot).len()
+        self.view().key_len(slot)
     }
 
     /// The value of `slot` (leaves); empty if out of range.
     pub fn value(&self, slot: usize) -> &[u8] {
-        if slot >= self.count() {
-            return &[];
-        }
-        let s = self.slot(slot);
-        let start = s.offset + s.key_len;
-        self.bytes.get(start..start + s.value_len).unwrap_or(&[])
+        self.bytes_of(self.view().value_range(slot))
     }
 
     /// Child page id of `slot` (inner nodes); 0 if out of range or malformed.
     pub fn child(&self, slot: usize) -> u64 {
-        match self.value(slot) {
-            [a, b, c, d, e, f, g, h] => u64::from_le_bytes([*a, *b, *c, *d, *e, *f, *g, *h]),
-            _ => 0,
-        }
+        self.view().child(slot)
     }
 
     /// The child covering keys greater than the last separator (inner nodes).
     pub fn upper_child(&self) -> u64 {
-        if self.is_leaf() {
-            0
-        } else {
-            self.read_u64(UPPER_CHILD_AT)
-        }
+        self.view().upper_child()
     }
 
-    /// First slot whose key is `>= key`, and whether it is equal. Returns
-    /// `(count, false)` if all keys are smaller. Keys that do not share the
-    /// node prefix (outside the fences) give 0 or `count`.
+    /// See [`NodeView::lower_bound`].
     pub fn lower_bound(&self, key: &[u8]) -> (usize, bool) {
-        let count = self.count();
-        let prefix = self.prefix();
-        if !prefix.is_empty() {
-            let shared_len = key.len().min(prefix.len());
-            match compare_keys(&key[..shared_len], &prefix[..shared_len]) {
-                Ordering::Less => return (0, false),
-                Ordering::Greater => return (count, false),
-                Ordering::Equal if key.len() < prefix.len() => return (0, false),
-                Ordering::Equal => {}
-            }
-        }
-        let suffix = &key[prefix.len()..];
-        let head = head_of(suffix);
-        let (mut low, mut high) = (0, count);
-        // Bounded: the interval shrinks every step. (A branchless search
-        // over the heads first, then one over the keys of equal heads,
-        // took 2,226 instructions per lookup of `bash
-        // scripts/lookup-instructions.sh` against this loop's 2,133.)
-        while low < high {
-            let mid = low + (high - low) / 2;
-            let order = match self.slot_head(mid).cmp(&head) {
-                Ordering::Equal => compare_keys(self.key_suffix(mid), suffix),
-                unequal => unequal,
-            };
-            match order {
-                Ordering::Less => low = mid + 1,
-                Ordering::Greater => high = mid,
-                Ordering::Equal => return (mid, true),
-            }
-        }
-        (low, false)
+        self.view().lower_bound(key)
     }
 
     /// Inner nodes: index of the child covering `key`; `count()` means the
     /// upper child.
     pub fn child_index_for(&self, key: &[u8]) -> usize {
-        self.lower_bound(key).0
+        self.view().child_index_for(key)
     }
 
     /// Inner nodes: page id of the child covering `key`.
     pub fn child_for(&self, key: &[u8]) -> u64 {
-        let index = self.child_index_for(key);
-        if index >= self.count() {
-            self.upper_child()
-        } else {
-            self.child(index)
-        }
+        self.view().child_for(key)
     }
 
     /// Inner nodes: child page id at `index`, where `index == count()` is the
     /// upper child (the indexing of `child_index_for`).
     pub fn child_at(&self, index: usize) -> u64 {
-        if index >= self.count() {
-            self.upper_child()
-        } else {
-            self.child(index)
-        }
+        self.view().child_at(index)
     }
 
     // ----------------------------------------------------------------------
@@ -1979,6 +2318,62 @@ mod tests {
         }
 
         #[test]
+        fn racy_and_plain_views_agree_on_valid_nodes(
+            prefix in prefix_strategy(),
+            bounded in any::<bool>(),
+            inner in any::<bool>(),
+            seeds in seeds_strategy(),
+            probes in prop::collection::vec((0u8..5, prop::collection::vec(any::<u8>(), 0..24)), 1..20),
+        ) {
+            let (lower, upper) = fences(&prefix, bounded);
+            let prefix = if bounded { prefix } else { Vec::new() };
+            let mut page = new_page();
+            if inner {
+                let node = init_inner(&mut page, &lower, &upper, 999);
+                for (i, (first, tail, _)) in seeds.iter().enumerate() {
+                    let key = make_key(&prefix, *first, tail);
+                    if node.lower_bound(&key).1 {
+                        continue; // a duplicate separator
+                    }
+                    if node.insert_separator(&key, 1000 + i as u64).is_err() {
+                        break;
+                    }
+                }
+            } else {
+                let node = init_leaf(&mut page, &lower, &upper);
+                fill_leaf(node, &prefix, &seeds);
+            }
+            check_invariants(&page).map_err(TestCaseError::fail)?;
+            let (node, racy) = (Node::from_page(&page), racy_view(&page));
+            let mut probes: Vec<Vec<u8>> = probes
+                .iter()
+                .map(|(first, tail)| make_key(&prefix, *first, tail))
+                .collect();
+            let mut key = Vec::new();
+            for slot in 0..node.count() {
+                node.key_into(slot, &mut key);
+                probes.push(key.clone());
+            }
+            prop_assert_eq!(
+                read_transcript(racy, &probes),
+                read_transcript(node.view(), &probes)
+            );
+            // And with the slices `Node` hands out on a latched page.
+            let mut bytes = Vec::new();
+            racy.lower_fence_into(&mut bytes);
+            prop_assert_eq!(&bytes[..], node.lower_fence());
+            racy.upper_fence_into(&mut bytes);
+            prop_assert_eq!(&bytes[..], node.upper_fence());
+            for slot in 0..node.count() {
+                racy.value_into(slot, &mut bytes);
+                prop_assert_eq!(&bytes[..], node.value(slot));
+                racy.key_into(slot, &mut bytes);
+                prop_assert_eq!(racy.lower_bound(&bytes), (slot, true));
+                prop_assert_eq!(&bytes[racy.prefix_len()..], node.key_suffix(slot));
+            }
+        }
+
+        #[test]
         fn garbage_pages_never_panic(
             bytes in prop::collection::vec(any::<u8>(), PAGE_SIZE),
             small_header in any::<bool>(),
@@ -2012,7 +2407,87 @@ mod tests {
         }
     }
 
+    /// The page as an optimistic reader sees it: read through volatile
+    /// loads ([`RacyPage`]), never through a reference.
+    fn racy_view(page: &[u8; PAGE_SIZE]) -> RacyNode<'_> {
+        // SAFETY: `page` stays borrowed (so allocated and unchanged) for as
+        // long as the view lives; its PAGE_SIZE bytes are readable.
+        NodeView::new(unsafe { RacyPage::from_raw(page.as_ptr()) })
+    }
+
+    /// Numbers and byte strings: what the read paths return.
+    type Transcript = (Vec<u64>, Vec<Vec<u8>>);
+
+    /// Everything the read paths of `n` return, in order, checking on the
+    /// way the bounds they promise on any bytes (ranges inside the page,
+    /// slots within the count).
+    fn read_transcript<B: NodeBytes>(n: NodeView<B>, probes: &[Vec<u8>]) -> Transcript {
+        let (mut numbers, mut strings) = (Vec::new(), Vec::new());
+        let range_numbers = |range: Range<usize>, numbers: &mut Vec<u64>| {
+            assert!(
+                range.start <= range.end && range.end <= PAGE_SIZE,
+                "{range:?}"
+            );
+            numbers.extend([range.start as u64, range.end as u64]);
+        };
+        let count = n.count();
+        assert!(count <= SLOT_COUNT_MAX);
+        range_numbers(n.lower_fence_range(), &mut numbers);
+        range_numbers(n.upper_fence_range(), &mut numbers);
+        range_numbers(n.prefix_range(), &mut numbers);
+        assert!(n.free_space_bytes() <= PAGE_SIZE);
+        numbers.extend([
+            u64::from(n.page_kind()),
+            u64::from(n.is_leaf()),
+            count as u64,
+            n.space_used_bytes() as u64,
+            n.free_space_bytes() as u64,
+            n.prefix_len() as u64,
+            u64::from(n.has_space_for(MAX_KEY_BYTES, 100)),
+            n.upper_child(),
+        ]);
+        let mut bytes = Vec::new();
+        n.lower_fence_into(&mut bytes);
+        strings.push(bytes.clone());
+        n.upper_fence_into(&mut bytes);
+        strings.push(bytes.clone());
+        for slot in 0..count + 2 {
+            range_numbers(n.key_suffix_range(slot), &mut numbers);
+            range_numbers(n.value_range(slot), &mut numbers);
+            n.key_into(slot, &mut bytes);
+            assert!(bytes.len() <= 2 * PAGE_SIZE);
+            strings.push(bytes.clone());
+            n.value_into(slot, &mut bytes);
+            assert!(bytes.len() <= PAGE_SIZE);
+            strings.push(bytes.clone());
+            numbers.extend([
+                n.child(slot),
+                n.child_at(slot),
+                n.key_len(slot) as u64,
+                u64::from(n.fits((slot, true), 8, 100)),
+                u64::from(n.fits((slot, false), 8, 100)),
+            ]);
+        }
+        for probe in probes {
+            let (slot, found) = n.lower_bound(probe);
+            assert!(slot <= count);
+            numbers.extend([
+                slot as u64,
+                u64::from(found),
+                n.child_index_for(probe) as u64,
+                n.child_for(probe),
+                n.child_if_inner(probe).unwrap_or(u64::MAX),
+            ]);
+        }
+        (numbers, strings)
+    }
+
+    /// Runs every read path on `page` (any bytes): through `Node`'s slices,
+    /// and through the plain and the racy view, which must agree.
     fn exercise_read_paths(page: &[u8; PAGE_SIZE], probes: &[Vec<u8>]) {
+        let plain = read_transcript(Node::from_page(page).view(), probes);
+        let racy = read_transcript(racy_view(page), probes);
+        assert_eq!(plain, racy, "the racy view reads another node");
         let node = Node::from_page(page);
         let _ = check_invariants(page);
         let _ = (

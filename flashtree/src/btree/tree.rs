@@ -6,11 +6,14 @@
 //! page, yields or waits for frames, then runs the operation again from the
 //! root. Optimistic latches are validated before anything read under them
 //! is trusted: a child pointer is followed only after its parent validated.
+//! A page under an optimistic latch is read only through [`racy_node`]
+//! (volatile loads, no reference to the page); slices of a page (`&Node`)
+//! are taken only under a shared or exclusive latch.
 //!
 //! The root of a tree never moves: a root split copies the root into a new
 //! page and splits that, so the catalog's root page id stays valid forever.
 
-use super::node::{self, Node, MAX_KEY_BYTES};
+use super::node::{self, Node, NodeView, RacyNode, MAX_KEY_BYTES};
 use crate::buffer::{BufferManager, GuardO, GuardX, OpError, PageId, Restart, Stamp, WorkerBuffer};
 use crate::error::Error;
 use crate::io::PAGE_SIZE;
@@ -27,6 +30,14 @@ fn corrupt(pid: PageId, what: &str) -> OpError {
 /// Initializes a new empty tree's root leaf in `page`.
 pub fn init_root(page: &mut [u8; PAGE_SIZE]) {
     node::init_leaf(page, &[], &[]);
+}
+
+/// The node under an optimistic latch, read through volatile loads and
+/// never through a reference ([`RacyNode`]); nothing read from it is
+/// trusted before `guard` validates.
+#[inline]
+pub(crate) fn racy_node<'g>(guard: &'g GuardO<'_>) -> RacyNode<'g> {
+    NodeView::new(guard.racy_page())
 }
 
 /// Descends optimistically to the leaf for `key`; returns (parent, leaf).
@@ -48,7 +59,7 @@ fn descend_from<'a>(
     let mut parent: Option<GuardO<'a>> = None;
     let mut current = start;
     loop {
-        let n = Node::from_page(current.page());
+        let n = racy_node(&current);
         if n.is_leaf() {
             current.check()?;
             return Ok((parent, current));
@@ -69,11 +80,10 @@ fn descend_from<'a>(
 /// Looks `key` up in `leaf`: copies the value into `out` and returns true if
 /// found, once the leaf validated.
 fn read_leaf(leaf: &GuardO<'_>, key: &[u8], out: &mut Vec<u8>) -> Result<bool, Restart> {
-    let n = Node::from_page(leaf.page());
+    let n = racy_node(leaf);
     let (slot, found) = n.lower_bound(key);
     if found {
-        out.clear();
-        out.extend_from_slice(n.value(slot));
+        n.value_into(slot, out);
     }
     leaf.check()?;
     Ok(found)
@@ -121,7 +131,7 @@ pub async fn lookup_interleaved(
     };
     let mut node = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
     loop {
-        let n = Node::from_page(node.page());
+        let n = racy_node(&node);
         if n.is_leaf() {
             return read_leaf(&node, key, out).map_err(LookupStop::Restart);
         }
@@ -184,7 +194,7 @@ pub fn insert(
 ) -> OpResult<()> {
     debug_assert!(node::entry_within_limits(key.len(), value.len()));
     let (_, leaf) = descend(bm, root, key)?;
-    let n = Node::from_page(leaf.page());
+    let n = racy_node(&leaf);
     let found = n.lower_bound(key);
     let fits = n.fits(found, key.len(), value.len());
     leaf.check()?;
@@ -207,7 +217,7 @@ pub fn insert(
 /// neighbour when that neighbour is in memory (best effort).
 pub fn remove(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<bool> {
     let (_, leaf) = descend(bm, root, key)?;
-    let found = Node::from_page(leaf.page()).lower_bound(key).1;
+    let found = racy_node(&leaf).lower_bound(key).1;
     leaf.check()?;
     if !found {
         return Ok(false);
@@ -235,7 +245,7 @@ pub fn remove(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<bool> {
 pub fn merge_underfull(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<()> {
     let mut current = bm.fix_optimistic(root)?;
     loop {
-        let n = Node::from_page(current.page());
+        let n = racy_node(&current);
         let (leaf, count, used_bytes) = (n.is_leaf(), n.count(), n.space_used_bytes());
         let child = if leaf { 0 } else { n.child_for(key) };
         current.check()?;
@@ -272,7 +282,7 @@ fn find_parent<'a>(
     }
     let mut current = bm.fix_optimistic(root)?;
     loop {
-        let n = Node::from_page(current.page());
+        let n = racy_node(&current);
         let is_leaf = n.is_leaf();
         let index = n.child_index_for(key);
         let child = n.child_at(index);
@@ -339,7 +349,7 @@ fn split(
     let Some((parent, _)) = find_parent(bm, root, pid, key)? else {
         return split_root(bm, wb, root).map(|()| false);
     };
-    let parent_has_space = Node::from_page(parent.page()).has_space_for(MAX_KEY_BYTES, 8);
+    let parent_has_space = racy_node(&parent).has_space_for(MAX_KEY_BYTES, 8);
     parent.check()?;
     if !parent_has_space {
         let parent_pid = parent.pid();
@@ -660,7 +670,7 @@ pub fn make_room_in_parent(
     let Some(parent) = parent else {
         return Ok(()); // the leaf is the root: a root split needs no parent
     };
-    let free_bytes = Node::from_page(parent.page()).free_space_bytes();
+    let free_bytes = racy_node(&parent).free_space_bytes();
     parent.check()?;
     leaf.check()?;
     if free_bytes >= need_bytes {
@@ -692,7 +702,7 @@ fn merge(bm: &BufferManager, root: PageId, pid: PageId, key: &[u8]) -> OpResult<
     let Some((parent, index)) = find_parent(bm, root, pid, key)? else {
         return Ok(());
     };
-    let count = Node::from_page(parent.page()).count();
+    let count = racy_node(&parent).count();
     parent.check()?;
     // Merge the pair (left = child at i, right = child at i + 1).
     let i = if index < count {
@@ -702,10 +712,10 @@ fn merge(bm: &BufferManager, root: PageId, pid: PageId, key: &[u8]) -> OpResult<
     } else {
         return Ok(());
     };
-    let left_pid = Node::from_page(parent.page()).child_at(i);
-    let right_pid = Node::from_page(parent.page()).child_at(i + 1);
+    let left_pid = racy_node(&parent).child_at(i);
+    let right_pid = racy_node(&parent).child_at(i + 1);
     let mut separator = Vec::new();
-    Node::from_page(parent.page()).key_into(i, &mut separator);
+    racy_node(&parent).key_into(i, &mut separator);
     parent.check()?;
     let left = bm.fix_optimistic(left_pid)?;
     let right = bm.fix_optimistic(right_pid)?;
@@ -737,7 +747,7 @@ fn merge(bm: &BufferManager, root: PageId, pid: PageId, key: &[u8]) -> OpResult<
 /// A root with no separators has one child: pull the child's contents up.
 fn collapse_root(bm: &BufferManager, root: PageId) -> OpResult<()> {
     let root_o = bm.fix_optimistic(root)?;
-    let n = Node::from_page(root_o.page());
+    let n = racy_node(&root_o);
     let (count, leaf, child) = (n.count(), n.is_leaf(), n.upper_child());
     root_o.check()?;
     if count != 0 || leaf {
@@ -871,7 +881,7 @@ fn scan_position<'a>(
     }
     let (parent, leaf) = descend(bm, root, from)?;
     let parent = parent.map(|p| {
-        let index = Node::from_page(p.page()).child_index_for(from);
+        let index = racy_node(&p).child_index_for(from);
         (p, index)
     });
     Ok((parent, leaf))
@@ -912,7 +922,7 @@ pub fn scan_leaf_visit(
     }
     let next_cursor = match &parent {
         Some((p, index)) => {
-            let pn = Node::from_page(p.page());
+            let pn = racy_node(p);
             let next = match direction {
                 Direction::Forward => (*index < pn.count()).then_some(index + 1),
                 Direction::Backward => index.checked_sub(1),

@@ -34,12 +34,14 @@
 
 mod lazy;
 pub mod page;
+mod racy;
 pub(crate) mod state;
 pub mod step;
 
 pub use page::{
     page_checksum, seal_page, verify_page, PAGE_HEADER_BYTES, PAGE_KIND_INNER, PAGE_KIND_LEAF,
 };
+pub use racy::RacyPage;
 
 use crate::error::{Error, Result};
 use crate::io::{IoChannel, IoCompletion, IoConfig, IoRequest, Storage, PAGE_SIZE};
@@ -569,15 +571,15 @@ impl<'a> GuardO<'a> {
         self.pid
     }
 
-    /// The page bytes, possibly being changed by a writer: every read must
-    /// be validated before its result is used.
+    /// The page's bytes, which a writer may be changing meanwhile: read
+    /// through volatile loads, never through a reference ([`RacyPage`]), and
+    /// nothing read is to be trusted before [`GuardO::validate`] succeeds.
     #[inline]
-    pub fn page(&self) -> &[u8; PAGE_SIZE] {
-        // SAFETY: the frame is part of the pool for the manager's lifetime.
-        // A concurrent writer may change the bytes (optimistic latching): the
-        // node code reading them is bounds-checked and never trusts them,
-        // and results are used only after `validate` succeeds.
-        unsafe { &*(self.bm.frame_ptr(self.frame) as *const [u8; PAGE_SIZE]) }
+    pub fn racy_page(&self) -> RacyPage<'_> {
+        // SAFETY: the frame is part of the pool, mapped for the manager's
+        // lifetime, which outlives this borrow of the guard; `frame_ptr`
+        // points to its first of `PAGE_SIZE` bytes.
+        unsafe { RacyPage::from_raw(self.bm.frame_ptr(self.frame)) }
     }
 
     /// True when nobody changed or evicted the page since the fix.
@@ -1941,6 +1943,7 @@ mod tests {
         assert_eq!(wb.load_waiter_count(), 0);
         assert_eq!(wb.stats.page_reads, 1, "one read for both tasks");
         let guard = wb.bm.fix_optimistic(5).expect("page 5 is in memory");
-        assert!(guard.page()[16..].iter().all(|&b| b == 5));
+        let page = guard.racy_page();
+        assert!((16..PAGE_SIZE).all(|at| page.read::<1>(at) == [5]));
     }
 }

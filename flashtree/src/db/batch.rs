@@ -577,7 +577,7 @@ fn split_in_step<'a>(
     let parent_index = match parent {
         Parent::Held(p) => p,
         Parent::Optimistic(guard) => {
-            let has_space = Node::from_page(guard.page()).has_space_for(MAX_KEY_BYTES, 8);
+            let has_space = tree::racy_node(&guard).has_space_for(MAX_KEY_BYTES, 8);
             guard.check()?;
             if !has_space {
                 return Err(BatchStop::ParentFull {
@@ -736,13 +736,14 @@ fn leaf_in_step<'a>(
     };
     let mut current = fix(root)?;
     for _depth in 0..64 {
-        let page = match &current {
-            Parent::Held(i) => held[*i].guard.page(),
-            Parent::Optimistic(g) => g.page(),
+        // None in a leaf; an optimistic page is read through volatile
+        // loads (`tree::racy_node`), never through a reference.
+        let child = match &current {
+            Parent::Held(i) => Node::from_page(held[*i].guard.page())
+                .view()
+                .child_if_inner(key),
+            Parent::Optimistic(g) => tree::racy_node(g).child_if_inner(key),
         };
-        let n = Node::from_page(page);
-        let is_leaf = n.is_leaf();
-        let child = (!is_leaf).then(|| n.child_at(n.child_index_for(key)));
         if let Parent::Optimistic(g) = &current {
             g.check()?;
         }
@@ -785,19 +786,20 @@ fn find_parent<'a>(
     };
     let mut current = fix(root)?;
     for _depth in 0..64 {
-        let page = match &current {
-            Parent::Held(i) => held[*i].guard.page(),
-            Parent::Optimistic(g) => g.page(),
+        // None in a leaf; an optimistic page is read through volatile
+        // loads (`tree::racy_node`), never through a reference.
+        let child = match &current {
+            Parent::Held(i) => Node::from_page(held[*i].guard.page())
+                .view()
+                .child_if_inner(key),
+            Parent::Optimistic(g) => tree::racy_node(g).child_if_inner(key),
         };
-        let n = Node::from_page(page);
-        let is_leaf = n.is_leaf();
-        let child = n.child_at(n.child_index_for(key));
         if let Parent::Optimistic(g) = &current {
             g.check()?;
         }
-        if is_leaf {
-            return Err(BatchStop::Restart(Restart::Retry));
-        }
+        let Some(child) = child else {
+            return Err(BatchStop::Restart(Restart::Retry)); // a leaf
+        };
         if child == pid {
             return Ok(current);
         }
