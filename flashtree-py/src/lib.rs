@@ -577,6 +577,8 @@ impl Batch {
 /// 256 MiB, at least 1 MiB, a multiple of 4096).
 #[pyfunction]
 #[pyo3(signature = (path, pool_bytes=64 * 1024 * 1024, durability="sync", workers=1, create=true, max_delay_ms=10, wal_bytes_per_worker=None))]
+// One Rust argument per Python keyword argument.
+#[allow(clippy::too_many_arguments)]
 fn open(
     py: Python<'_>,
     path: std::path::PathBuf,
