@@ -238,29 +238,44 @@ impl Undo {
     /// reach half a page (the page is logged as an image instead).
     fn runs(&self) -> Option<RunList> {
         let lsn = crate::buffer::page::PAGE_LSN_OFFSET;
-        let mut spans: Vec<(usize, usize)> = self
-            .spans_newest_first()
-            .map(|(offset, bytes)| (offset, offset + bytes.len()))
-            .chain([(lsn, lsn + 8)])
-            .collect();
-        spans.sort_unstable();
-        let mut runs = RunList::new();
-        let (mut start, mut end) = spans[0];
-        let mut payload_bytes = 0;
-        for &(s, e) in &spans[1..] {
-            // Join runs closer than a run header's worth of bytes.
-            if s <= end + RUN_HEADER_BYTES {
-                end = end.max(e);
-                continue;
-            }
-            runs.push((start as u16, (end - start) as u16));
-            payload_bytes += RUN_HEADER_BYTES + end - start;
-            (start, end) = (s, e);
+        // A scratch buffer per worker thread: no allocation per logged page.
+        SPANS_SCRATCH.with_borrow_mut(|spans| {
+            spans.clear();
+            spans.extend(
+                self.spans_newest_first()
+                    .map(|(offset, bytes)| (offset, offset + bytes.len()))
+                    .chain([(lsn, lsn + 8)]),
+            );
+            spans.sort_unstable();
+            runs_of_sorted(spans)
+        })
+    }
+}
+
+thread_local! {
+    /// The sorted spans of [`Undo::runs`], reused.
+    static SPANS_SCRATCH: RefCell<Vec<(usize, usize)>> = const { RefCell::new(Vec::new()) };
+}
+
+/// Ascending `(start, end)` spans as delta runs, joined where closer than a
+/// run header; None when they reach half a page.
+fn runs_of_sorted(spans: &[(usize, usize)]) -> Option<RunList> {
+    let mut runs = RunList::new();
+    let (mut start, mut end) = spans[0];
+    let mut payload_bytes = 0;
+    for &(s, e) in &spans[1..] {
+        // Join runs closer than a run header's worth of bytes.
+        if s <= end + RUN_HEADER_BYTES {
+            end = end.max(e);
+            continue;
         }
         runs.push((start as u16, (end - start) as u16));
         payload_bytes += RUN_HEADER_BYTES + end - start;
-        (payload_bytes < PAGE_SIZE / 2).then_some(runs)
+        (start, end) = (s, e);
     }
+    runs.push((start as u16, (end - start) as u16));
+    payload_bytes += RUN_HEADER_BYTES + end - start;
+    (payload_bytes < PAGE_SIZE / 2).then_some(runs)
 }
 
 /// A page latched by the step: a leaf, or an inner node a split in the
