@@ -800,6 +800,31 @@ pub struct WorkerIoStats {
 /// most a few runs of blocks (see `wal::writer`).
 const LOG_CHANNEL_DEPTH: u32 = 64;
 
+/// Log flushes through the channel none of which, of the last few, took
+/// less than this, nor less than 4 times the shortest recent one made by
+/// the worker's thread, are not worth the overlap they buy
+/// (`LogWrites::Auto`): the kernel completes the channel's data-sync
+/// writes late (see `LogWrites`).
+const CHANNEL_FLUSH_SLOW_US: f64 = 1000.0;
+
+/// How often `LogWrites::Auto` sends a flush through a channel it found
+/// slow, to measure it again.
+const CHANNEL_FLUSH_REMEASURE: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// True when `LogWrites::Auto` may send a flush through the channel for
+/// the overlap: its flushes are not much slower than the thread's own, or
+/// have not been measured yet, or are due to be measured again.
+fn channel_flushes_pay(latency: &crate::wal::writer::FlushLatency) -> bool {
+    let Some(channel_us) = latency.channel.us else {
+        return true;
+    };
+    let slow = channel_us > CHANNEL_FLUSH_SLOW_US.max(4.0 * latency.inline.us.unwrap_or(0.0));
+    !slow
+        || latency
+            .channel_last
+            .is_none_or(|t| t.elapsed() >= CHANNEL_FLUSH_REMEASURE)
+}
+
 /// One worker's part of the buffer manager: its frames, free list, clock
 /// hand and I/O channel. Lives on the worker thread.
 pub struct WorkerBuffer {
@@ -815,6 +840,9 @@ pub struct WorkerBuffer {
     log_completions: Vec<IoCompletion>,
     /// How the log is written.
     log_writes: crate::wal::LogWrites,
+    /// Set by the worker loop: tasks can run while a log flush is in
+    /// flight (`LogWrites::Auto`).
+    log_overlap_hint: bool,
     /// This worker's log (None without a log).
     log: Option<LogWriter>,
     worker: usize,
@@ -903,6 +931,7 @@ impl WorkerBuffer {
             log_channel: None,
             log_completions: Vec::new(),
             log_writes: crate::wal::LogWrites::Channel,
+            log_overlap_hint: false,
             log: None,
             worker,
             first_frame,
@@ -1031,6 +1060,12 @@ impl WorkerBuffer {
         Ok(())
     }
 
+    /// Tells `LogWrites::Auto` whether tasks can run while a log flush is
+    /// in flight (the worker loop sets it before each round of I/O).
+    pub fn set_log_overlap_hint(&mut self, tasks_can_run: bool) {
+        self.log_overlap_hint = tasks_can_run;
+    }
+
     /// The log, if any.
     pub fn log(&self) -> Option<&LogWriter> {
         self.log.as_ref()
@@ -1083,17 +1118,30 @@ impl WorkerBuffer {
         let Some(log) = &mut self.log else {
             return;
         };
-        // `Auto`: through the channel while page reads are in flight (the
-        // worker has I/O to overlap the flush with: a store out of memory
-        // under load), else on this thread. Page writes in flight
-        // (eviction, checkpoints) do not count: they wake no task.
+        // `Auto`: through the channel when the worker has something to
+        // overlap the flush with: page reads in flight (a store out of
+        // memory under load), or tasks that can run before it completes
+        // (`log_overlap_hint`, from the executor: ready tasks, or sleepers
+        // due soon, as in an open loop). Else on this thread, which would
+        // only wait. Page writes in flight (eviction, checkpoints) do not
+        // count: they wake no task. Where the channel's flushes take far
+        // longer than the thread's own (see `LogWrites`), only reads send
+        // a flush to the channel, and a flush goes there now and then to
+        // measure it again.
         let reads_in_flight = self
             .channel
             .in_flight()
             .saturating_sub(self.writes_in_flight + self.checkpoint_writes_in_flight);
-        let busy = reads_in_flight > 0;
+        let use_channel = match self.log_writes {
+            crate::wal::LogWrites::Inline => false,
+            crate::wal::LogWrites::Channel => true,
+            crate::wal::LogWrites::Auto => {
+                reads_in_flight > 0
+                    || (self.log_overlap_hint && channel_flushes_pay(&log.flush_latency))
+            }
+        };
         let inline = match &mut self.log_channel {
-            Some(inline) if self.log_writes == crate::wal::LogWrites::Inline || !busy => inline,
+            Some(inline) if !use_channel => inline,
             _ => {
                 log.maybe_flush(&mut self.channel, &self.bm.wal, force);
                 return;
@@ -1114,7 +1162,7 @@ impl WorkerBuffer {
             self.bm.wal.fail(format!("log {}: {e}", self.worker));
         }
         for c in done.drain(..) {
-            if log.complete(c, &self.bm.wal) {
+            if log.complete(c, &self.bm.wal, inline) {
                 self.log_durable_events += 1;
             }
         }
@@ -1536,7 +1584,7 @@ impl WorkerBuffer {
         }
         if c.user_data & LOG_TAG != 0 {
             let log = self.log.as_mut().expect("a log completion without a log");
-            if log.complete(c, &self.bm.wal) {
+            if log.complete(c, &self.bm.wal, &mut self.channel) {
                 self.log_durable_events += 1;
             }
             return;
@@ -1878,6 +1926,50 @@ fn page_kind(bm: &BufferManager, frame: u32) -> u16 {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn auto_sends_flushes_to_the_channel_unless_it_is_found_slow() {
+        use crate::wal::writer::{FlushLatency, WindowMin, FLUSH_WINDOW};
+        let window = |us: f64| WindowMin {
+            us: Some(us),
+            ..WindowMin::default()
+        };
+        let now = std::time::Instant::now();
+        // Not measured yet: try the channel.
+        assert!(channel_flushes_pay(&FlushLatency::default()));
+        // Quick, or slow only as the thread's own are: the channel.
+        let quick = FlushLatency {
+            inline: window(100.0),
+            channel: window(150.0),
+            channel_last: Some(now),
+        };
+        assert!(channel_flushes_pay(&quick));
+        let slow_device = FlushLatency {
+            inline: window(3000.0),
+            channel: window(5000.0),
+            channel_last: Some(now),
+        };
+        assert!(channel_flushes_pay(&slow_device));
+        // Over 1 ms and over 4 times the thread's: not until re-measured.
+        let late = FlushLatency {
+            inline: window(100.0),
+            channel: window(4000.0),
+            channel_last: Some(now),
+        };
+        assert!(!channel_flushes_pay(&late));
+        let due = FlushLatency {
+            channel_last: Some(now - CHANNEL_FLUSH_REMEASURE),
+            ..late
+        };
+        assert!(channel_flushes_pay(&due));
+        // The window keeps the shortest of its flushes.
+        let mut w = WindowMin::default();
+        for i in 0..FLUSH_WINDOW {
+            assert_eq!(w.us, None);
+            w.record(if i == 3 { 90.0 } else { 5000.0 });
+        }
+        assert_eq!(w.us, Some(90.0));
+    }
     use super::*;
     use crate::io::StorageConfig;
     use std::os::unix::fs::FileExt;

@@ -62,17 +62,24 @@ pub enum Durability {
 /// with `RWF_DSYNC` and acknowledges a commit only when it is durable;
 /// they differ in latency and in what the worker does meanwhile.
 ///
-/// On this machine a 4 KiB `RWF_DSYNC` write through io_uring took 4–5
-/// ms (the kernel completes an asynchronous O_DIRECT data-sync write from
-/// a worker queue), against about 0.1 ms for the same write made by the
-/// thread itself (`pwritev2`); see `docs/ARCHITECTURE.md`, "The life of
-/// a commit".
+/// How long a flush through the channel takes depends on the kernel: on
+/// this machine a 4 KiB `RWF_DSYNC` write through io_uring at queue depth
+/// 1 took 4–5 ms in one session (fio showed the same: 62 writes/s),
+/// against about 0.1 ms for the same write made by the thread itself
+/// (`pwritev2`), and about 0.1 ms both ways in a later one (kernel
+/// 6.18); see `docs/ARCHITECTURE.md`, "The life of a commit".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LogWrites {
-    /// On the worker's thread when it has nothing else to do (no task
-    /// ready, no page read in flight): short commit latency when the
-    /// worker waits for the commit anyway. Through the channel when it is
-    /// busy, so that the flush overlaps its work. The default.
+    /// Through the channel when the worker has something to overlap the
+    /// flush with: page reads in flight, tasks ready, or tasks sleeping
+    /// until less than 1 ms ahead (an open loop). On the worker's thread
+    /// when it would only wait for the flush (every task waits for the
+    /// commit): the shortest commit latency. Each log measures its
+    /// flushes both ways; where none of the channel's last 16 took less
+    /// than 1 ms, nor less than 4 times the thread's shortest, only page
+    /// reads send a flush to the channel (and one goes there every 100 ms
+    /// to measure it again).
+    /// The default.
     #[default]
     Auto,
     /// Always on the worker's thread: one `pwritev2` per run of blocks;

@@ -1,7 +1,12 @@
 //! One worker's log: an in-memory ring of 4 KiB blocks that groups are
 //! appended to, written to the worker's log file with writes that are
 //! durable when they complete (`RWF_DSYNC`: one request per run of blocks,
-//! where a write followed by `fdatasync` took two). The writes go through
+//! where a write followed by `fdatasync` took two), except through
+//! io_uring, where the writes are plain and an `fdatasync` of the log file
+//! follows once they all completed (an asynchronous `RWF_DSYNC` write is
+//! completed by a kernel work queue, which ran 4 ms late here whenever the
+//! other core was busy; io_uring runs the `fdatasync` on its own workers,
+//! which share the worker's CPU). The writes go through
 //! the channel the caller passes: by default a synchronous one, so the
 //! worker's thread makes them itself (`LogWrites::Inline`), else the
 //! worker's io_uring or libaio channel (`LogWrites::Channel`).
@@ -49,12 +54,80 @@ pub const MAX_FLUSHES_IN_FLIGHT: usize = 2;
 /// The bits of a log request's user_data that number its flush.
 const FLUSH_NUMBER_MASK: u64 = (1 << 32) - 1;
 
+/// Bit of a log request's user_data marking the `fdatasync` that ends a
+/// flush whose writes were plain ones.
+const LOG_SYNC_BIT: u64 = 1 << 32;
+
 /// One flush in flight: its writes cover the blocks below `upto`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Flight {
     upto: u64,
-    /// Writes not yet completed.
+    /// Requests not yet completed (its writes, then its sync).
     remaining: u32,
+    /// Its writes are plain ones: once they all completed, an `fdatasync`
+    /// of the log file is issued, and the flush ends when it completes.
+    sync_after_writes: bool,
+    /// The `fdatasync` is due but the channel had no room: issued by the
+    /// next `maybe_flush`.
+    sync_pending: bool,
+    /// When its writes were handed to the channel.
+    started: Instant,
+    /// Made by the worker's own thread (a synchronous channel).
+    inline: bool,
+}
+
+/// The shortest of the last [`FLUSH_WINDOW`] flush times, in µs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct WindowMin {
+    /// The shortest of the last complete window (None before one).
+    pub us: Option<f64>,
+    pub(crate) window_min_us: f64,
+    pub(crate) window_count: u32,
+}
+
+/// Flushes per [`WindowMin`] window.
+pub const FLUSH_WINDOW: u32 = 16;
+
+impl WindowMin {
+    pub(crate) fn record(&mut self, us: f64) {
+        self.window_min_us = if self.window_count == 0 {
+            us
+        } else {
+            self.window_min_us.min(us)
+        };
+        self.window_count += 1;
+        if self.window_count == FLUSH_WINDOW {
+            self.us = Some(self.window_min_us);
+            self.window_count = 0;
+        }
+    }
+}
+
+/// How long this log's flushes take, per way of writing them: from a
+/// flush's writes being handed to the channel to the flush's completion
+/// being handled. `LogWrites::Auto` compares the two by their shortest
+/// recent times, which a busy or noisy device leaves short as long as
+/// some flushes are quick, and which a kernel that completes every
+/// channel write late shows at once.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct FlushLatency {
+    /// Flushes made by the worker's thread.
+    pub inline: WindowMin,
+    /// Flushes through the worker's asynchronous channel.
+    pub channel: WindowMin,
+    /// When the last flush through the channel completed.
+    pub channel_last: Option<Instant>,
+}
+
+impl FlushLatency {
+    fn record(&mut self, inline: bool, us: f64, now: Instant) {
+        if inline {
+            self.inline.record(us);
+        } else {
+            self.channel_last = Some(now);
+            self.channel.record(us);
+        }
+    }
 }
 
 /// Counters of one log.
@@ -104,6 +177,8 @@ pub struct LogWriter {
     assigned: Option<u64>,
     /// Counters.
     pub stats: LogStats,
+    /// How long flushes take.
+    pub flush_latency: FlushLatency,
 }
 
 impl LogWriter {
@@ -139,6 +214,7 @@ impl LogWriter {
             oldest_unflushed: None,
             assigned: None,
             stats: LogStats::default(),
+            flush_latency: FlushLatency::default(),
         }
     }
 
@@ -345,6 +421,13 @@ impl LogWriter {
     /// Starts a flush if fewer than [`MAX_FLUSHES_IN_FLIGHT`] run and the
     /// policy (or `force`) asks for one.
     pub fn maybe_flush(&mut self, channel: &mut IoChannel, wal: &WalShared, force: bool) {
+        if !self.failed {
+            for index in 0..self.flights.len() {
+                if self.flights[index].sync_pending {
+                    self.issue_sync(index, channel, wal);
+                }
+            }
+        }
         if self.failed
             || self.oldest_unflushed.is_none()
             || self.flights.len() >= MAX_FLUSHES_IN_FLIGHT
@@ -403,10 +486,16 @@ impl LogWriter {
             seal_block(&mut self.ring[at..at + BLOCK_BYTES], &header);
         }
         let number = self.first_flight + self.flights.len() as u64;
+        let sync_after_writes = channel.backend_kind() == crate::io::BackendKind::IoUring;
         for &(start, n) in &runs {
             let at = self.ring_offset(start);
             let offset = (start % self.file_blocks) * BLOCK_BYTES as u64;
-            let req = IoRequest::write_file_dsync(
+            let write = if sync_after_writes {
+                IoRequest::write_file
+            } else {
+                IoRequest::write_file_dsync
+            };
+            let req = write(
                 self.device,
                 offset,
                 self.ring[at..].as_ptr(),
@@ -428,12 +517,39 @@ impl LogWriter {
         self.flights.push_back(Flight {
             upto,
             remaining: runs.len() as u32,
+            sync_after_writes,
+            sync_pending: false,
+            started: Instant::now(),
+            inline: channel.backend_kind() == crate::io::BackendKind::Sync,
         });
+    }
+
+    /// Issues the `fdatasync` of flight `index` (its writes all completed);
+    /// with no room in the channel, the next `maybe_flush` tries again.
+    fn issue_sync(&mut self, index: usize, channel: &mut IoChannel, wal: &WalShared) {
+        debug_assert!(self.flights[index].sync_pending && self.flights[index].remaining == 1);
+        if channel.free() == 0 {
+            return;
+        }
+        let number = self.first_flight + index as u64;
+        let req = IoRequest::sync(
+            self.device,
+            false,
+            LOG_TAG | LOG_SYNC_BIT | (number & FLUSH_NUMBER_MASK),
+        );
+        // SAFETY: a sync request has no buffer.
+        match unsafe { channel.push(req) } {
+            Ok(()) => self.flights[index].sync_pending = false,
+            Err(e) => {
+                wal.fail(format!("log sync refused: {e}"));
+                self.failed = true;
+            }
+        }
     }
 
     /// Handles the completion of one of this log's requests. Returns true
     /// when groups became durable.
-    pub fn complete(&mut self, c: IoCompletion, wal: &WalShared) -> bool {
+    pub fn complete(&mut self, c: IoCompletion, wal: &WalShared, channel: &mut IoChannel) -> bool {
         debug_assert!(c.user_data & LOG_TAG != 0);
         if let Err(e) = c.result {
             wal.fail(format!("log {} failed: {e}", self.worker));
@@ -448,7 +564,25 @@ impl LogWriter {
             return false;
         };
         debug_assert!(flight.remaining > 0);
+        debug_assert!(
+            c.user_data & LOG_SYNC_BIT == 0
+                || (flight.sync_after_writes && flight.remaining == 1 && !flight.sync_pending),
+            "a log sync completed before its writes"
+        );
         flight.remaining -= 1;
+        if flight.remaining == 0 && flight.sync_after_writes && c.user_data & LOG_SYNC_BIT == 0 {
+            // Its writes all completed: now the sync that makes them durable.
+            flight.remaining = 1;
+            flight.sync_pending = true;
+            self.issue_sync(index as usize, channel, wal);
+            return false;
+        }
+        if flight.remaining == 0 {
+            let now = Instant::now();
+            let us = now.duration_since(flight.started).as_secs_f64() * 1e6;
+            let inline = flight.inline;
+            self.flush_latency.record(inline, us, now);
+        }
         let mut durable = false;
         while self.flights.front().is_some_and(|f| f.remaining == 0) {
             let flight = self.flights.pop_front().expect("checked");
@@ -578,16 +712,107 @@ mod tests {
         // The later flush completes first: nothing is durable yet.
         let first = done.remove(0);
         let later = done.pop().unwrap();
-        assert!(!log.complete(later, &wal));
+        assert!(!log.complete(later, &wal, &mut channel));
         assert_eq!(log.durable_block, 0);
         assert_eq!(wal.durable_below(), 1, "no group acknowledged");
         // Then the first: both flushes' groups are durable at once.
-        assert!(log.complete(first, &wal));
+        assert!(log.complete(first, &wal, &mut channel));
         assert_eq!(log.durable_block, MAX_FLUSHES_IN_FLIGHT as u64);
         assert_eq!(log.stats.syncs, MAX_FLUSHES_IN_FLIGHT as u64);
         assert_eq!(wal.durable_below(), MAX_FLUSHES_IN_FLIGHT as u64 + 1);
         // The waiting group goes out now, as the next flush.
         log.maybe_flush(&mut channel, &wal, false);
         assert_eq!(log.flights.len(), 1);
+    }
+
+    #[test]
+    fn through_io_uring_a_flush_is_durable_only_after_its_sync() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cfg = StorageConfig::new([dir.path().join("data")]);
+        cfg.min_capacity_bytes = 1 << 16;
+        cfg.extra_files = vec![dir.path().join("log")];
+        let storage = Arc::new(Storage::open(&cfg).unwrap());
+        let device = storage.data_device_count();
+        storage
+            .preallocate_file(device, 64 * BLOCK_BYTES as u64)
+            .unwrap();
+        let io = IoConfig {
+            backend: BackendKind::IoUring,
+            depth: 8,
+            ..IoConfig::default()
+        };
+        let mut channel = IoChannel::new(storage, &io).unwrap();
+        let wal = WalShared::new(Durability::Sync, 1, 1);
+        let mut log = LogWriter::new(0, device, 64, 1, 0, 64 * BLOCK_BYTES);
+        commit_one(&mut log, &mut channel, &wal);
+        channel.submit().unwrap();
+        assert!(log.flights[0].sync_after_writes);
+        // The write completes: not durable yet; the sync goes out.
+        let mut done = Vec::new();
+        channel.wait(1, &mut done).unwrap();
+        let write = done.pop().unwrap();
+        assert_eq!(
+            write.user_data & LOG_SYNC_BIT,
+            0,
+            "the write completes first"
+        );
+        assert!(!log.complete(write, &wal, &mut channel));
+        assert_eq!(log.durable_block, 0);
+        assert_eq!(
+            wal.durable_below(),
+            1,
+            "no group acknowledged before the sync"
+        );
+        assert_eq!(channel.in_flight(), 1, "the sync was issued");
+        channel.submit().unwrap();
+        channel.wait(1, &mut done).unwrap();
+        let sync = done.pop().unwrap();
+        assert_ne!(sync.user_data & LOG_SYNC_BIT, 0);
+        assert!(log.complete(sync, &wal, &mut channel));
+        assert_eq!(log.durable_block, 1);
+        assert_eq!(wal.durable_below(), 2, "the group is acknowledged");
+        assert!(
+            log.flush_latency.channel.us.is_none(),
+            "one flush: no window yet"
+        );
+        // A sync that finds the channel full waits for the next maybe_flush.
+        let mut small = IoChannel::new(
+            channel.storage().clone(),
+            &IoConfig {
+                backend: BackendKind::IoUring,
+                depth: 1,
+                ..IoConfig::default()
+            },
+        )
+        .unwrap();
+        commit_one(&mut log, &mut small, &wal);
+        small.submit().unwrap();
+        small.wait(1, &mut done).unwrap();
+        let write = done.pop().unwrap();
+        // Hold the one slot with another request, as a page read would.
+        let mut buf = crate::io::AlignedBuf::new(BLOCK_BYTES);
+        // SAFETY: `buf` outlives the request, which is waited for below.
+        unsafe {
+            small
+                .push(IoRequest::read_file(
+                    device,
+                    0,
+                    buf.as_mut_ptr(),
+                    BLOCK_BYTES as u32,
+                    7,
+                ))
+                .unwrap()
+        };
+        assert!(!log.complete(write, &wal, &mut small));
+        assert!(log.flights[0].sync_pending, "no room: the sync waits");
+        small.submit().unwrap();
+        small.wait(1, &mut done).unwrap();
+        assert_eq!(done.pop().unwrap().user_data, 7);
+        log.maybe_flush(&mut small, &wal, false);
+        assert!(!log.flights[0].sync_pending);
+        small.submit().unwrap();
+        small.wait(1, &mut done).unwrap();
+        assert!(log.complete(done.pop().unwrap(), &wal, &mut small));
+        assert_eq!(wal.durable_below(), 3);
     }
 }
