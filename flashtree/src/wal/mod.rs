@@ -62,12 +62,11 @@ pub enum Durability {
 /// with `RWF_DSYNC` and acknowledges a commit only when it is durable;
 /// they differ in latency and in what the worker does meanwhile.
 ///
-/// How long a flush through the channel takes depends on the kernel: on
-/// this machine a 4 KiB `RWF_DSYNC` write through io_uring at queue depth
-/// 1 took 4–5 ms in one session (fio showed the same: 62 writes/s),
-/// against about 0.1 ms for the same write made by the thread itself
-/// (`pwritev2`), and about 0.1 ms both ways in a later one (kernel
-/// 6.18); see `docs/ARCHITECTURE.md`, "The life of a commit".
+/// Through io_uring the log's writes are plain ones followed by an
+/// `fdatasync` (an asynchronous `RWF_DSYNC` write, through io_uring or
+/// libaio, took about 4 ms here whenever the other core was busy, against
+/// 0.1 ms from the thread itself); see `docs/ARCHITECTURE.md`, "The life
+/// of a commit".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LogWrites {
     /// Through the channel when the worker has something to overlap the
