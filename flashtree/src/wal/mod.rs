@@ -59,8 +59,8 @@ pub enum Durability {
 }
 
 /// How a worker writes its log to disk. Every way writes the same blocks
-/// with `RWF_DSYNC` and acknowledges a commit only when it is durable;
-/// they differ in latency and in what the worker does meanwhile.
+/// and acknowledges a commit only when they are durable; they differ in
+/// latency and in what the worker does meanwhile.
 ///
 /// Through io_uring the log's writes are plain ones followed by an
 /// `fdatasync` (an asynchronous `RWF_DSYNC` write, through io_uring or
