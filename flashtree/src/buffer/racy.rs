@@ -97,6 +97,57 @@ impl<'a> RacyPage<'a> {
         bytes
     }
 
+    /// The `N` (1, 2, 4 or 8) bytes at `at`, read once with one volatile
+    /// load, without the check of [`RacyPage::read`] (for a binary search,
+    /// whose slot indices are bounded by a clamped count).
+    ///
+    /// # Safety
+    /// `at + N <= PAGE_SIZE`.
+    #[inline(always)]
+    pub unsafe fn read_in_page<const N: usize>(self, at: usize) -> [u8; N] {
+        const {
+            assert!(
+                N == 1 || N == 2 || N == 4 || N == 8,
+                "a racy read is one word"
+            )
+        };
+        debug_assert!(at <= PAGE_SIZE - N);
+        let mut bytes = [0; N];
+        // SAFETY: the caller keeps `at + N <= PAGE_SIZE`: inside the frame,
+        // as in `read`.
+        unsafe {
+            let word = self.start.add(at);
+            match N {
+                1 => bytes[..1].copy_from_slice(&[std::ptr::read_volatile(word)]),
+                2 => bytes[..2].copy_from_slice(&volatile_word::<u16>(word).to_ne_bytes()),
+                4 => bytes[..4].copy_from_slice(&volatile_word::<u32>(word).to_ne_bytes()),
+                _ => bytes[..8].copy_from_slice(&volatile_word::<u64>(word).to_ne_bytes()),
+            }
+        }
+        bytes
+    }
+
+    /// Bytes `at..at + len` (`len` clamped to 8) as a big-endian integer
+    /// padded with zeros on the right, read by one volatile load of the 8
+    /// bytes at `at` (or, near the page's end, of the page's last 8 bytes);
+    /// 0 when `len` is 0 or the range passes the page's end. Such integers
+    /// order like the bytes they hold when one of two is not a proper
+    /// prefix of the other (ties need the lengths).
+    #[inline(always)]
+    pub fn read_be_padded(self, at: usize, len: usize) -> u64 {
+        let len = len.min(8);
+        if len == 0 || !in_page(at, len) {
+            return 0;
+        }
+        let from = at.min(PAGE_SIZE - 8);
+        // SAFETY: `from + 8 <= PAGE_SIZE`: inside the frame; a `u64` is
+        // valid for any bits.
+        let word = u64::from_be(unsafe { volatile_word::<u64>(self.start.add(from)) });
+        // `at - from < 8` (`at + len <= PAGE_SIZE`, `len >= 1`), and
+        // `len` is 1..=8: both shifts are below 64.
+        (word << (8 * (at - from))) & (u64::MAX << (64 - 8 * len))
+    }
+
     /// How bytes `at..at + len` order against `key` (as `Ord for [u8]`,
     /// 8 bytes at a time as big-endian words, then byte by byte); the
     /// range reads as empty if it passes the page's end. Each byte is read
@@ -212,5 +263,23 @@ mod tests {
         assert_eq!(racy.read::<8>(PAGE_SIZE - 7), [0; 8]);
         assert_eq!(racy.read::<4>(usize::MAX), [0; 4]);
         assert_eq!(racy.read::<1>(PAGE_SIZE), [0]);
+        // SAFETY: inside the page.
+        assert_eq!(
+            unsafe { racy.read_in_page::<4>(PAGE_SIZE - 4) },
+            [252, 253, 254, 255]
+        );
+        assert_eq!(racy.read_be_padded(1, 3), 0x0102_0300_0000_0000);
+        assert_eq!(racy.read_be_padded(8, 8), 0x0809_0a0b_0c0d_0e0f);
+        assert_eq!(racy.read_be_padded(8, 20), 0x0809_0a0b_0c0d_0e0f);
+        assert_eq!(racy.read_be_padded(PAGE_SIZE - 2, 2), 0xfeff_0000_0000_0000);
+        assert_eq!(racy.read_be_padded(PAGE_SIZE - 1, 2), 0);
+        assert_eq!(racy.read_be_padded(5, 0), 0);
+        for at in PAGE_SIZE - 12..PAGE_SIZE {
+            for len in 1..=(PAGE_SIZE - at).min(8) {
+                let mut expected = [0u8; 8];
+                expected[..len].copy_from_slice(&page[at..at + len]);
+                assert_eq!(racy.read_be_padded(at, len), u64::from_be_bytes(expected));
+            }
+        }
     }
 }
