@@ -373,6 +373,25 @@ fn padded_word(bytes: &[u8]) -> u64 {
     }
 }
 
+/// [`padded_word`] of `key[from..]` (`from <= key.len()`): when the tail
+/// is shorter than 8 bytes but the key is not, one load of the key's last
+/// 8 bytes, shifted (a suffix after a node prefix is often 1 to 3 bytes).
+#[inline]
+fn padded_word_of_tail(key: &[u8], from: usize) -> u64 {
+    let tail = &key[from..];
+    if tail.len() >= 8 {
+        return padded_word(tail);
+    }
+    match key.last_chunk::<8>() {
+        // `8 - tail.len()` is 1..=8 bytes; shifting out all 64 bits (an
+        // empty tail) leaves 0.
+        Some(last) => u64::from_be_bytes(*last)
+            .checked_shl(8 * (8 - tail.len()) as u32)
+            .unwrap_or(0),
+        None => padded_word(tail),
+    }
+}
+
 /// `word` (a [`padded_word`]) cut to its first `len` bytes (`len` <= 8).
 #[inline]
 fn first_bytes_of_word(word: u64, len: usize) -> u64 {
@@ -789,7 +808,7 @@ impl<B: NodeBytes> NodeView<B> {
             }
         }
         let suffix = &key[prefix_len..];
-        let word = padded_word(suffix);
+        let word = padded_word_of_tail(key, prefix_len);
         // The head is the word's first 4 bytes.
         let head = (word >> 32) as u32;
         let (mut low, mut high) = (0, count);
@@ -2333,6 +2352,13 @@ mod tests {
             prop_assert_eq!(compare_keys(&a, &b), a.cmp(&b));
             prop_assert_eq!(compare_keys(&a, &a), Ordering::Equal);
             prop_assert_eq!(head_of(&a), head_of_parts(&a, &[]));
+            for from in 0..=a.len() {
+                prop_assert_eq!(padded_word_of_tail(&a, from), padded_word(&a[from..]));
+            }
+            let mut padded = [0u8; 8];
+            let n = a.len().min(8);
+            padded[..n].copy_from_slice(&a[..n]);
+            prop_assert_eq!(padded_word(&a), u64::from_be_bytes(padded));
         }
 
         #[test]

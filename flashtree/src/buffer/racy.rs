@@ -180,10 +180,15 @@ impl<'a> RacyPage<'a> {
     }
 
     /// Appends bytes `at..at + len` to `out`; nothing if the range passes
-    /// the page's end. Each byte is read once, by volatile loads of 16
-    /// bytes (one `movups` on x86-64, whose SSE2 is always there), then 8,
-    /// then 1: a row's value is copied out with a few loads, not one per
-    /// byte.
+    /// the page's end. Read by volatile loads of 16 bytes (one `movups` on
+    /// x86-64, whose SSE2 is always there), the last one ending at the
+    /// range's end and so overlapping the one before unless `len` is a
+    /// multiple of 16; below 16 bytes, two overlapping loads of 8, then
+    /// bytes one by one below 8. A byte two loads cover is read twice and
+    /// written twice, the second time last: under a race the two reads may
+    /// disagree, and the copy is as untrusted as any other read until the
+    /// latch validates. A row's value is copied with a few loads, not one
+    /// per byte, and with no loop for the tail.
     #[inline]
     pub fn copy_into(self, at: usize, len: usize, out: &mut Vec<u8>) {
         if !in_page(at, len) {
@@ -191,29 +196,44 @@ impl<'a> RacyPage<'a> {
         }
         out.reserve(len);
         let old_len = out.len();
-        let mut done = 0;
         // SAFETY: `at + len <= PAGE_SIZE` (`in_page`), and each load below
-        // ends at or before `at + len`, so it lies inside the frame; the
-        // loaded types are valid for any bits. `reserve` made room for
-        // `len` bytes after `old_len`; the loops write each of them once,
-        // in order, before `set_len` makes them part of the vector.
+        // starts at or after `at` and ends at or before `at + len`, so it
+        // lies inside the frame; the loaded types are valid for any bits.
+        // `reserve` made room for `len` bytes after `old_len`; every one of
+        // them is written (some twice) before `set_len` makes them part of
+        // the vector.
         unsafe {
             let (from, to) = (self.start.add(at), out.as_mut_ptr().add(old_len));
             #[cfg(target_arch = "x86_64")]
-            while done + 16 <= len {
+            if len >= 16 {
                 use std::arch::x86_64::__m128i;
-                let block = volatile_word::<__m128i>(from.add(done));
-                std::ptr::write_unaligned(to.add(done).cast::<__m128i>(), block);
-                done += 16;
+                let mut done = 0;
+                while done + 16 < len {
+                    let block = volatile_word::<__m128i>(from.add(done));
+                    std::ptr::write_unaligned(to.add(done).cast::<__m128i>(), block);
+                    done += 16;
+                }
+                let last = len - 16;
+                let block = volatile_word::<__m128i>(from.add(last));
+                std::ptr::write_unaligned(to.add(last).cast::<__m128i>(), block);
+                out.set_len(old_len + len);
+                return;
             }
-            while done + 8 <= len {
+            let mut done = 0;
+            while done + 8 < len {
                 let word = volatile_word::<u64>(from.add(done));
                 std::ptr::write_unaligned(to.add(done).cast::<u64>(), word);
                 done += 8;
             }
-            while done < len {
-                to.add(done).write(std::ptr::read_volatile(from.add(done)));
-                done += 1;
+            if len >= 8 {
+                let last = len - 8;
+                let word = volatile_word::<u64>(from.add(last));
+                std::ptr::write_unaligned(to.add(last).cast::<u64>(), word);
+            } else {
+                while done < len {
+                    to.add(done).write(std::ptr::read_volatile(from.add(done)));
+                    done += 1;
+                }
             }
             out.set_len(old_len + len);
         }
@@ -274,6 +294,17 @@ mod tests {
         assert_eq!(racy.read_be_padded(PAGE_SIZE - 2, 2), 0xfeff_0000_0000_0000);
         assert_eq!(racy.read_be_padded(PAGE_SIZE - 1, 2), 0);
         assert_eq!(racy.read_be_padded(5, 0), 0);
+        for at in [0, 3, PAGE_SIZE - 130, PAGE_SIZE - 17] {
+            for len in 0..=(PAGE_SIZE - at).min(130) {
+                let mut out = vec![7u8];
+                racy.copy_into(at, len, &mut out);
+                assert_eq!(out[0], 7);
+                assert_eq!(&out[1..], &page[at..at + len], "at {at} len {len}");
+            }
+        }
+        let mut out = Vec::new();
+        racy.copy_into(PAGE_SIZE - 4, 5, &mut out);
+        assert!(out.is_empty(), "a range past the end copies nothing");
         for at in PAGE_SIZE - 12..PAGE_SIZE {
             for len in 1..=(PAGE_SIZE - at).min(8) {
                 let mut expected = [0u8; 8];
