@@ -356,6 +356,49 @@ fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
     a.len().cmp(&b.len())
 }
 
+/// The first 8 bytes of `bytes` (all of them if fewer) as a big-endian
+/// integer padded with zeros on the right. Of two byte strings, the one
+/// with the smaller such word is the smaller; equal words leave the order
+/// to the lengths when one string has at most 8 bytes (it is then a prefix
+/// of the other), and to the bytes from the ninth on otherwise.
+#[inline]
+fn padded_word(bytes: &[u8]) -> u64 {
+    match bytes.first_chunk::<8>() {
+        Some(first) => u64::from_be_bytes(*first),
+        // (Byte by byte: a copy of a variable length calls memcpy.)
+        None => bytes
+            .iter()
+            .enumerate()
+            .fold(0, |word, (i, &b)| word | u64::from(b) << (56 - 8 * i)),
+    }
+}
+
+/// [`padded_word`] of `key[from..]` (`from <= key.len()`): when the tail
+/// is shorter than 8 bytes but the key is not, one load of the key's last
+/// 8 bytes, shifted (a suffix after a node prefix is often 1 to 3 bytes).
+#[inline]
+fn padded_word_of_tail(key: &[u8], from: usize) -> u64 {
+    let tail = &key[from..];
+    if tail.len() >= 8 {
+        return padded_word(tail);
+    }
+    match key.last_chunk::<8>() {
+        // `8 - tail.len()` is 1..=8 bytes; shifting out all 64 bits (an
+        // empty tail) leaves 0.
+        Some(last) => u64::from_be_bytes(*last)
+            .checked_shl(8 * (8 - tail.len()) as u32)
+            .unwrap_or(0),
+        None => padded_word(tail),
+    }
+}
+
+/// `word` (a [`padded_word`]) cut to its first `len` bytes (`len` <= 8).
+#[inline]
+fn first_bytes_of_word(word: u64, len: usize) -> u64 {
+    debug_assert!(len <= 8);
+    word & u64::MAX.checked_shl(64 - 8 * len as u32).unwrap_or(0)
+}
+
 // --------------------------------------------------------------------------
 // The read paths, written once over any bytes a node is read from.
 
@@ -369,6 +412,16 @@ fn compare_keys(a: &[u8], b: &[u8]) -> Ordering {
 pub trait NodeBytes: Copy {
     /// The `N` (at most 8) bytes at `at`; zeros if they pass the end.
     fn read<const N: usize>(self, at: usize) -> [u8; N];
+    /// The `N` (at most 8) bytes at `at`, without a bounds check (the
+    /// binary search's slot reads, whose indices a clamped count bounds).
+    ///
+    /// # Safety
+    /// `at + N <= PAGE_SIZE`.
+    unsafe fn read_in_page<const N: usize>(self, at: usize) -> [u8; N];
+    /// Bytes `at..at + len` (`len` clamped to 8) as a big-endian integer
+    /// padded with zeros on the right; 0 if `len` is 0 or the range passes
+    /// the end (see [`padded_word`]).
+    fn read_be_padded(self, at: usize, len: usize) -> u64;
     /// How bytes `at..at + len` order against `key` (as `Ord for [u8]`);
     /// the range reads as empty if it passes the end.
     fn compare(self, at: usize, len: usize, key: &[u8]) -> Ordering;
@@ -403,6 +456,19 @@ impl NodeBytes for &[u8; PAGE_SIZE] {
         }
     }
 
+    #[inline(always)]
+    unsafe fn read_in_page<const N: usize>(self, at: usize) -> [u8; N] {
+        debug_assert!(at <= PAGE_SIZE - N);
+        // SAFETY: the caller keeps `at + N <= PAGE_SIZE`, so the `N` bytes
+        // lie inside the page; `[u8; N]` has alignment 1.
+        unsafe { *self.as_ptr().add(at).cast::<[u8; N]>() }
+    }
+
+    #[inline(always)]
+    fn read_be_padded(self, at: usize, len: usize) -> u64 {
+        padded_word(self.get(page_range(at, len.min(8))).unwrap_or(&[]))
+    }
+
     #[inline]
     fn compare(self, at: usize, len: usize, key: &[u8]) -> Ordering {
         compare_keys(self.get(page_range(at, len)).unwrap_or(&[]), key)
@@ -421,6 +487,17 @@ impl NodeBytes for RacyPage<'_> {
     #[inline(always)]
     fn read<const N: usize>(self, at: usize) -> [u8; N] {
         RacyPage::read(self, at)
+    }
+
+    #[inline(always)]
+    unsafe fn read_in_page<const N: usize>(self, at: usize) -> [u8; N] {
+        // SAFETY: the caller's contract is `RacyPage::read_in_page`'s.
+        unsafe { RacyPage::read_in_page(self, at) }
+    }
+
+    #[inline(always)]
+    fn read_be_padded(self, at: usize, len: usize) -> u64 {
+        RacyPage::read_be_padded(self, at, len)
     }
 
     /// [`compare_keys`] with the page's side read by volatile loads.
@@ -516,14 +593,6 @@ impl<B: NodeBytes> NodeView<B> {
             self.read_u32(at + SLOT_PACKED),
             self.read_u32(at + SLOT_HEAD),
         )
-    }
-
-    /// Key head of slot `index` (the only field binary search reads);
-    /// clamped into the slot array, so it lies inside the page.
-    #[inline]
-    fn slot_head(self, index: usize) -> u32 {
-        let at = NODE_HEADER_END + index.min(SLOT_COUNT_MAX - 1) * SLOT_BYTES + SLOT_HEAD;
-        self.read_u32(at)
     }
 
     /// The stored key suffix of slot `index` as a range of the page, with
@@ -722,11 +791,16 @@ impl<B: NodeBytes> NodeView<B> {
         let prefix_len = prefix.len();
         if prefix_len > 0 {
             let shared_len = key.len().min(prefix_len);
-            // The prefix's first bytes against the key's (page vs key).
-            match self
-                .bytes
-                .compare(prefix.start, shared_len, &key[..shared_len])
-            {
+            // The prefix's first bytes against the key's (page vs key):
+            // one word when they fit in one (keys of 8 bytes or fewer).
+            let order = if shared_len <= 8 {
+                let page = self.bytes.read_be_padded(prefix.start, shared_len);
+                page.cmp(&first_bytes_of_word(padded_word(key), shared_len))
+            } else {
+                self.bytes
+                    .compare(prefix.start, shared_len, &key[..shared_len])
+            };
+            match order {
                 Ordering::Greater => return (0, false),
                 Ordering::Less => return (count, false),
                 Ordering::Equal if key.len() < prefix_len => return (0, false),
@@ -734,28 +808,80 @@ impl<B: NodeBytes> NodeView<B> {
             }
         }
         let suffix = &key[prefix_len..];
-        let head = head_of(suffix);
+        let word = padded_word_of_tail(key, prefix_len);
+        // The head is the word's first 4 bytes.
+        let head = (word >> 32) as u32;
         let (mut low, mut high) = (0, count);
         // Bounded: the interval shrinks every step. (A branchless search
         // over the heads first, then one over the keys of equal heads,
         // took 2,226 instructions per lookup of `bash
         // scripts/lookup-instructions.sh` against this loop's 2,133.)
         while low < high {
-            let mid = low + (high - low) / 2;
-            let order = match self.slot_head(mid).cmp(&head) {
-                Ordering::Equal => {
-                    let stored = self.entry_key_range(mid);
-                    self.bytes.compare(stored.start, stored.len(), suffix)
+            let mid = (low + high) / 2;
+            debug_assert!(mid < SLOT_COUNT_MAX);
+            // SAFETY: `mid < high <= count <= SLOT_COUNT_MAX` (`count` is
+            // clamped), so slot `mid` lies inside the page.
+            let slot_head = unsafe { self.slot_head_in_page(mid) };
+            if slot_head < head {
+                low = mid + 1;
+            } else if slot_head > head {
+                high = mid;
+            } else {
+                // SAFETY: as above.
+                match unsafe { self.compare_in_page(mid, suffix, word) } {
+                    Ordering::Less => low = mid + 1,
+                    Ordering::Greater => high = mid,
+                    Ordering::Equal => return (mid, true),
                 }
-                unequal => unequal,
-            };
-            match order {
-                Ordering::Less => low = mid + 1,
-                Ordering::Greater => high = mid,
-                Ordering::Equal => return (mid, true),
             }
         }
         (low, false)
+    }
+
+    /// Key head of slot `index` with no clamp (the binary search's read).
+    ///
+    /// # Safety
+    /// `index < SLOT_COUNT_MAX`.
+    #[inline(always)]
+    unsafe fn slot_head_in_page(self, index: usize) -> u32 {
+        // SAFETY: `index < SLOT_COUNT_MAX`, so the slot's bytes end at or
+        // before `NODE_HEADER_END + SLOT_COUNT_MAX * SLOT_BYTES <=
+        // PAGE_SIZE` (asserted at the top).
+        u32::from_le_bytes(unsafe {
+            self.bytes
+                .read_in_page(NODE_HEADER_END + index * SLOT_BYTES + SLOT_HEAD)
+        })
+    }
+
+    /// How the stored key suffix of slot `index` orders against `suffix`,
+    /// whose [`padded_word`] is `word`: the first 8 bytes of each as one
+    /// word (read by one load), then the lengths, or the bytes from the
+    /// ninth on when both are longer. A suffix outside the page reads as
+    /// empty, as in [`NodeView::key_suffix_range`].
+    ///
+    /// # Safety
+    /// `index < SLOT_COUNT_MAX`.
+    #[inline(always)]
+    unsafe fn compare_in_page(self, index: usize, suffix: &[u8], word: u64) -> Ordering {
+        // SAFETY: as in `slot_head_in_page`.
+        let packed = u32::from_le_bytes(unsafe {
+            self.bytes
+                .read_in_page(NODE_HEADER_END + index * SLOT_BYTES + SLOT_PACKED)
+        });
+        let stored = Slot::unpack(packed, 0);
+        let (at, len) = if in_page(stored.offset, stored.key_len) {
+            (stored.offset, stored.key_len)
+        } else {
+            (0, 0)
+        };
+        let stored_word = self.bytes.read_be_padded(at, len);
+        if stored_word != word {
+            return stored_word.cmp(&word);
+        }
+        if len.min(suffix.len()) <= 8 {
+            return len.cmp(&suffix.len());
+        }
+        self.bytes.compare(at + 8, len - 8, &suffix[8..])
     }
 
     /// Inner nodes: index of the child covering `key`; `count()` means the
@@ -2173,6 +2299,51 @@ mod tests {
             }
         }
 
+        /// Keys over {0, 1, 2} up to 20 bytes long share long runs, end
+        /// in zeros and extend each other: the cases where the one-word
+        /// comparison of `lower_bound` (first 8 bytes padded with zeros,
+        /// then lengths or the rest) must still order like slices.
+        #[test]
+        fn lower_bound_orders_like_slices(
+            keys in proptest::collection::btree_set(proptest::collection::vec(0u8..3, 0..20), 0..60),
+            probes in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..20), 0..40),
+            prefix_len in 0usize..6,
+        ) {
+            let prefix = vec![1u8; prefix_len];
+            let (lower, upper) = if prefix_len == 0 {
+                (Vec::new(), Vec::new())
+            } else {
+                let mut upper = prefix.clone();
+                upper.push(3);
+                (prefix.clone(), upper)
+            };
+            let mut page = new_page();
+            let node = init_leaf(&mut page, &lower, &upper);
+            let mut stored = Vec::new();
+            for k in &keys {
+                let mut key = prefix.clone();
+                key.extend_from_slice(k);
+                if key > lower && (upper.is_empty() || key <= upper) && node.insert(&key, b"v").is_ok() {
+                    stored.push(key);
+                }
+            }
+            stored.sort();
+            let probes = probes.iter().map(|p| {
+                let mut key = prefix.clone();
+                key.extend_from_slice(p);
+                key
+            });
+            for probe in probes.chain(stored.clone()).chain([Vec::new(), vec![1; 30]]) {
+                let at = stored.partition_point(|k| *k < probe);
+                let expected = (at, stored.get(at) == Some(&probe));
+                let in_range = probe > lower && (upper.is_empty() || probe <= upper);
+                if in_range {
+                    prop_assert_eq!(node.lower_bound(&probe), expected, "probe {:?}", probe);
+                }
+                prop_assert_eq!(racy_view(node.as_page()).lower_bound(&probe), node.lower_bound(&probe));
+            }
+        }
+
         #[test]
         fn compare_keys_orders_like_slices(
             a in proptest::collection::vec(0u8..4, 0..24),
@@ -2181,6 +2352,13 @@ mod tests {
             prop_assert_eq!(compare_keys(&a, &b), a.cmp(&b));
             prop_assert_eq!(compare_keys(&a, &a), Ordering::Equal);
             prop_assert_eq!(head_of(&a), head_of_parts(&a, &[]));
+            for from in 0..=a.len() {
+                prop_assert_eq!(padded_word_of_tail(&a, from), padded_word(&a[from..]));
+            }
+            let mut padded = [0u8; 8];
+            let n = a.len().min(8);
+            padded[..n].copy_from_slice(&a[..n]);
+            prop_assert_eq!(padded_word(&a), u64::from_be_bytes(padded));
         }
 
         #[test]

@@ -97,6 +97,57 @@ impl<'a> RacyPage<'a> {
         bytes
     }
 
+    /// The `N` (1, 2, 4 or 8) bytes at `at`, read once with one volatile
+    /// load, without the check of [`RacyPage::read`] (for a binary search,
+    /// whose slot indices are bounded by a clamped count).
+    ///
+    /// # Safety
+    /// `at + N <= PAGE_SIZE`.
+    #[inline(always)]
+    pub unsafe fn read_in_page<const N: usize>(self, at: usize) -> [u8; N] {
+        const {
+            assert!(
+                N == 1 || N == 2 || N == 4 || N == 8,
+                "a racy read is one word"
+            )
+        };
+        debug_assert!(at <= PAGE_SIZE - N);
+        let mut bytes = [0; N];
+        // SAFETY: the caller keeps `at + N <= PAGE_SIZE`: inside the frame,
+        // as in `read`.
+        unsafe {
+            let word = self.start.add(at);
+            match N {
+                1 => bytes[..1].copy_from_slice(&[std::ptr::read_volatile(word)]),
+                2 => bytes[..2].copy_from_slice(&volatile_word::<u16>(word).to_ne_bytes()),
+                4 => bytes[..4].copy_from_slice(&volatile_word::<u32>(word).to_ne_bytes()),
+                _ => bytes[..8].copy_from_slice(&volatile_word::<u64>(word).to_ne_bytes()),
+            }
+        }
+        bytes
+    }
+
+    /// Bytes `at..at + len` (`len` clamped to 8) as a big-endian integer
+    /// padded with zeros on the right, read by one volatile load of the 8
+    /// bytes at `at` (or, near the page's end, of the page's last 8 bytes);
+    /// 0 when `len` is 0 or the range passes the page's end. Such integers
+    /// order like the bytes they hold when one of two is not a proper
+    /// prefix of the other (ties need the lengths).
+    #[inline(always)]
+    pub fn read_be_padded(self, at: usize, len: usize) -> u64 {
+        let len = len.min(8);
+        if len == 0 || !in_page(at, len) {
+            return 0;
+        }
+        let from = at.min(PAGE_SIZE - 8);
+        // SAFETY: `from + 8 <= PAGE_SIZE`: inside the frame; a `u64` is
+        // valid for any bits.
+        let word = u64::from_be(unsafe { volatile_word::<u64>(self.start.add(from)) });
+        // `at - from < 8` (`at + len <= PAGE_SIZE`, `len >= 1`), and
+        // `len` is 1..=8: both shifts are below 64.
+        (word << (8 * (at - from))) & (u64::MAX << (64 - 8 * len))
+    }
+
     /// How bytes `at..at + len` order against `key` (as `Ord for [u8]`,
     /// 8 bytes at a time as big-endian words, then byte by byte); the
     /// range reads as empty if it passes the page's end. Each byte is read
@@ -129,10 +180,15 @@ impl<'a> RacyPage<'a> {
     }
 
     /// Appends bytes `at..at + len` to `out`; nothing if the range passes
-    /// the page's end. Each byte is read once, by volatile loads of 16
-    /// bytes (one `movups` on x86-64, whose SSE2 is always there), then 8,
-    /// then 1: a row's value is copied out with a few loads, not one per
-    /// byte.
+    /// the page's end. Read by volatile loads of 16 bytes (one `movups` on
+    /// x86-64, whose SSE2 is always there), the last one ending at the
+    /// range's end and so overlapping the one before unless `len` is a
+    /// multiple of 16; below 16 bytes, two overlapping loads of 8, then
+    /// bytes one by one below 8. A byte two loads cover is read twice and
+    /// written twice, the second time last: under a race the two reads may
+    /// disagree, and the copy is as untrusted as any other read until the
+    /// latch validates. A row's value is copied with a few loads, not one
+    /// per byte, and with no loop for the tail.
     #[inline]
     pub fn copy_into(self, at: usize, len: usize, out: &mut Vec<u8>) {
         if !in_page(at, len) {
@@ -140,29 +196,44 @@ impl<'a> RacyPage<'a> {
         }
         out.reserve(len);
         let old_len = out.len();
-        let mut done = 0;
         // SAFETY: `at + len <= PAGE_SIZE` (`in_page`), and each load below
-        // ends at or before `at + len`, so it lies inside the frame; the
-        // loaded types are valid for any bits. `reserve` made room for
-        // `len` bytes after `old_len`; the loops write each of them once,
-        // in order, before `set_len` makes them part of the vector.
+        // starts at or after `at` and ends at or before `at + len`, so it
+        // lies inside the frame; the loaded types are valid for any bits.
+        // `reserve` made room for `len` bytes after `old_len`; every one of
+        // them is written (some twice) before `set_len` makes them part of
+        // the vector.
         unsafe {
             let (from, to) = (self.start.add(at), out.as_mut_ptr().add(old_len));
             #[cfg(target_arch = "x86_64")]
-            while done + 16 <= len {
+            if len >= 16 {
                 use std::arch::x86_64::__m128i;
-                let block = volatile_word::<__m128i>(from.add(done));
-                std::ptr::write_unaligned(to.add(done).cast::<__m128i>(), block);
-                done += 16;
+                let mut done = 0;
+                while done + 16 < len {
+                    let block = volatile_word::<__m128i>(from.add(done));
+                    std::ptr::write_unaligned(to.add(done).cast::<__m128i>(), block);
+                    done += 16;
+                }
+                let last = len - 16;
+                let block = volatile_word::<__m128i>(from.add(last));
+                std::ptr::write_unaligned(to.add(last).cast::<__m128i>(), block);
+                out.set_len(old_len + len);
+                return;
             }
-            while done + 8 <= len {
+            let mut done = 0;
+            while done + 8 < len {
                 let word = volatile_word::<u64>(from.add(done));
                 std::ptr::write_unaligned(to.add(done).cast::<u64>(), word);
                 done += 8;
             }
-            while done < len {
-                to.add(done).write(std::ptr::read_volatile(from.add(done)));
-                done += 1;
+            if len >= 8 {
+                let last = len - 8;
+                let word = volatile_word::<u64>(from.add(last));
+                std::ptr::write_unaligned(to.add(last).cast::<u64>(), word);
+            } else {
+                while done < len {
+                    to.add(done).write(std::ptr::read_volatile(from.add(done)));
+                    done += 1;
+                }
             }
             out.set_len(old_len + len);
         }
@@ -212,5 +283,34 @@ mod tests {
         assert_eq!(racy.read::<8>(PAGE_SIZE - 7), [0; 8]);
         assert_eq!(racy.read::<4>(usize::MAX), [0; 4]);
         assert_eq!(racy.read::<1>(PAGE_SIZE), [0]);
+        // SAFETY: inside the page.
+        assert_eq!(
+            unsafe { racy.read_in_page::<4>(PAGE_SIZE - 4) },
+            [252, 253, 254, 255]
+        );
+        assert_eq!(racy.read_be_padded(1, 3), 0x0102_0300_0000_0000);
+        assert_eq!(racy.read_be_padded(8, 8), 0x0809_0a0b_0c0d_0e0f);
+        assert_eq!(racy.read_be_padded(8, 20), 0x0809_0a0b_0c0d_0e0f);
+        assert_eq!(racy.read_be_padded(PAGE_SIZE - 2, 2), 0xfeff_0000_0000_0000);
+        assert_eq!(racy.read_be_padded(PAGE_SIZE - 1, 2), 0);
+        assert_eq!(racy.read_be_padded(5, 0), 0);
+        for at in [0, 3, PAGE_SIZE - 130, PAGE_SIZE - 17] {
+            for len in 0..=(PAGE_SIZE - at).min(130) {
+                let mut out = vec![7u8];
+                racy.copy_into(at, len, &mut out);
+                assert_eq!(out[0], 7);
+                assert_eq!(&out[1..], &page[at..at + len], "at {at} len {len}");
+            }
+        }
+        let mut out = Vec::new();
+        racy.copy_into(PAGE_SIZE - 4, 5, &mut out);
+        assert!(out.is_empty(), "a range past the end copies nothing");
+        for at in PAGE_SIZE - 12..PAGE_SIZE {
+            for len in 1..=(PAGE_SIZE - at).min(8) {
+                let mut expected = [0u8; 8];
+                expected[..len].copy_from_slice(&page[at..at + len]);
+                assert_eq!(racy.read_be_padded(at, len), u64::from_be_bytes(expected));
+            }
+        }
     }
 }
