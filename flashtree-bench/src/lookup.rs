@@ -479,7 +479,8 @@ fn latency_index(value: u64) -> usize {
 fn latency_value_at(index: usize) -> u64 {
     let half = 1usize << LATENCY_HALF_MAGNITUDE;
     let bucket = (index >> LATENCY_HALF_MAGNITUDE).saturating_sub(1);
-    let sub_bucket = index - (bucket + 1) * half + half;
+    // (Added before subtracting: below `half`, index - half would wrap.)
+    let sub_bucket = index + half - (bucket + 1) * half;
     (sub_bucket as u64) << bucket
 }
 
