@@ -74,27 +74,11 @@ impl<'a> RacyPage<'a> {
                 "a racy read is one word"
             )
         };
-        let mut bytes = [0; N];
         if at > PAGE_SIZE - N {
-            return bytes;
+            return [0; N];
         }
-        // SAFETY: `at + N <= PAGE_SIZE`, so the `N` bytes lie inside the
-        // frame, which `from_raw`'s contract keeps readable for `'a`.
-        // `Unaligned<_>` has alignment 1, so any address is aligned for it,
-        // and every bit pattern is a valid integer. No reference is made,
-        // and the load is done exactly once (see the module docs for the
-        // race). (A volatile load of a `[u8; N]` compiles to `N` one-byte
-        // loads; one of an unaligned integer is one `mov` on x86-64.)
-        unsafe {
-            let word = self.start.add(at);
-            match N {
-                1 => bytes[..1].copy_from_slice(&[std::ptr::read_volatile(word)]),
-                2 => bytes[..2].copy_from_slice(&volatile_word::<u16>(word).to_ne_bytes()),
-                4 => bytes[..4].copy_from_slice(&volatile_word::<u32>(word).to_ne_bytes()),
-                _ => bytes[..8].copy_from_slice(&volatile_word::<u64>(word).to_ne_bytes()),
-            }
-        }
-        bytes
+        // SAFETY: checked just above: `at + N <= PAGE_SIZE`.
+        unsafe { self.read_in_page(at) }
     }
 
     /// The `N` (1, 2, 4 or 8) bytes at `at`, read once with one volatile
@@ -113,8 +97,14 @@ impl<'a> RacyPage<'a> {
         };
         debug_assert!(at <= PAGE_SIZE - N);
         let mut bytes = [0; N];
-        // SAFETY: the caller keeps `at + N <= PAGE_SIZE`: inside the frame,
-        // as in `read`.
+        // SAFETY: the caller keeps `at + N <= PAGE_SIZE`, so the `N` bytes
+        // lie inside the frame, which `from_raw`'s contract keeps readable
+        // for `'a`. `Unaligned<_>` has alignment 1, so any address is
+        // aligned for it, and every bit pattern is a valid integer. No
+        // reference is made, and the load is done exactly once (see the
+        // module docs for the race). (A volatile load of a `[u8; N]`
+        // compiles to `N` one-byte loads; one of an unaligned integer is
+        // one `mov` on x86-64.)
         unsafe {
             let word = self.start.add(at);
             match N {

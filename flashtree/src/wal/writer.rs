@@ -713,23 +713,7 @@ mod tests {
 
     #[test]
     fn flushes_completing_out_of_order_count_only_in_log_order() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut cfg = StorageConfig::new([dir.path().join("data")]);
-        cfg.min_capacity_bytes = 1 << 16;
-        cfg.extra_files = vec![dir.path().join("log")];
-        let storage = Arc::new(Storage::open(&cfg).unwrap());
-        let device = storage.data_device_count();
-        storage
-            .preallocate_file(device, 64 * BLOCK_BYTES as u64)
-            .unwrap();
-        let io = IoConfig {
-            backend: BackendKind::Sync,
-            depth: 8,
-            ..IoConfig::default()
-        };
-        let mut channel = IoChannel::new(storage, &io).unwrap();
-        let wal = WalShared::new(Durability::Sync, 1, 1);
-        let mut log = LogWriter::new(0, device, 64, 1, 0, 64 * BLOCK_BYTES);
+        let (_dir, mut log, mut channel, wal) = test_log(BackendKind::Sync, 8);
         for _ in 0..MAX_FLUSHES_IN_FLIGHT + 1 {
             commit_one(&mut log, &mut channel, &wal);
         }
@@ -756,8 +740,11 @@ mod tests {
         assert_eq!(log.flights.len(), 1);
     }
 
-    /// A log with an io_uring channel of `depth` on a fresh file.
-    fn uring_log(depth: u32) -> (tempfile::TempDir, LogWriter, IoChannel, WalShared) {
+    /// A log with a channel of `backend` and `depth` on a fresh file.
+    fn test_log(
+        backend: BackendKind,
+        depth: u32,
+    ) -> (tempfile::TempDir, LogWriter, IoChannel, WalShared) {
         let dir = tempfile::tempdir().unwrap();
         let mut cfg = StorageConfig::new([dir.path().join("data")]);
         cfg.min_capacity_bytes = 1 << 16;
@@ -768,7 +755,7 @@ mod tests {
             .preallocate_file(device, 64 * BLOCK_BYTES as u64)
             .unwrap();
         let io = IoConfig {
-            backend: BackendKind::IoUring,
+            backend,
             depth,
             ..IoConfig::default()
         };
@@ -791,7 +778,7 @@ mod tests {
     #[test]
     fn a_sync_covers_every_flush_whose_writes_completed_before_it_was_issued() {
         for later_write_first in [false, true] {
-            let (_dir, mut log, mut channel, wal) = uring_log(8);
+            let (_dir, mut log, mut channel, wal) = test_log(BackendKind::IoUring, 8);
             commit_one(&mut log, &mut channel, &wal);
             commit_one(&mut log, &mut channel, &wal);
             assert_eq!(log.flights.len(), 2);
@@ -832,23 +819,8 @@ mod tests {
 
     #[test]
     fn through_io_uring_a_flush_is_durable_only_after_its_sync() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut cfg = StorageConfig::new([dir.path().join("data")]);
-        cfg.min_capacity_bytes = 1 << 16;
-        cfg.extra_files = vec![dir.path().join("log")];
-        let storage = Arc::new(Storage::open(&cfg).unwrap());
-        let device = storage.data_device_count();
-        storage
-            .preallocate_file(device, 64 * BLOCK_BYTES as u64)
-            .unwrap();
-        let io = IoConfig {
-            backend: BackendKind::IoUring,
-            depth: 8,
-            ..IoConfig::default()
-        };
-        let mut channel = IoChannel::new(storage, &io).unwrap();
-        let wal = WalShared::new(Durability::Sync, 1, 1);
-        let mut log = LogWriter::new(0, device, 64, 1, 0, 64 * BLOCK_BYTES);
+        let (_dir, mut log, mut channel, wal) = test_log(BackendKind::IoUring, 8);
+        let device = log.device;
         commit_one(&mut log, &mut channel, &wal);
         channel.submit().unwrap();
         assert!(log.flights[0].sync_after_writes);
