@@ -1540,10 +1540,16 @@ impl WorkerBuffer {
             self.channel.poll(&mut completions)?;
         }
         let count = completions.len();
+        let log_syncs = self.log.as_ref().map_or(0, |log| log.syncs_issued());
         for c in completions.drain(..) {
             self.complete(c, wake);
         }
         self.completions = completions;
+        if self.log.as_ref().map_or(0, |log| log.syncs_issued()) != log_syncs {
+            // A log flush's writes completed and its sync was queued: send
+            // it now, not after the next round of tasks.
+            self.channel.submit()?;
+        }
         if !self.load_waiters.is_empty() {
             self.wake_load_waiters(wake);
         }

@@ -288,6 +288,11 @@ impl LogWriter {
         !self.undurable.is_empty()
     }
 
+    /// Syncs of the log file issued so far (flushes through io_uring).
+    pub fn syncs_issued(&self) -> u64 {
+        self.syncs_issued
+    }
+
     /// True when nothing is appended that is not durable and no flush runs.
     pub fn is_quiet(&self) -> bool {
         self.undurable.is_empty() && (self.flights.is_empty() || self.failed)
