@@ -421,12 +421,14 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         exec.run_ready();
         // SAFETY: no task is running; the loop is the only user now.
         let wb = unsafe { &mut *wb_ptr };
-        wb.set_log_overlap_hint(
-            exec.ready_count() > 0
-                || exec.next_timer().is_some_and(|deadline| {
-                    deadline <= std::time::Instant::now() + LOG_OVERLAP_WINDOW
-                }),
-        );
+        if wb.log().is_some() {
+            wb.set_log_overlap_hint(
+                exec.ready_count() > 0
+                    || exec.next_timer().is_some_and(|deadline| {
+                        deadline <= std::time::Instant::now() + LOG_OVERLAP_WINDOW
+                    }),
+            );
+        }
         if let Err(e) = step_io(wb, &mut exec) {
             eprintln!("flashtree worker {index}: I/O error: {e}");
             wb.manager().wal().fail(format!("worker {index}: {e}"));
