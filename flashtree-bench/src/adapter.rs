@@ -330,6 +330,9 @@ impl Engine for FlashtreeEngine {
             reads_count: Some(stats.page_reads),
             writes_count: Some(stats.page_writes),
             log_syncs: Some(stats.log_syncs),
+            log_bytes: Some(stats.log_bytes),
+            log_image_bytes: Some(stats.log_image_bytes),
+            checkpoints: Some(stats.checkpoints),
             store_bytes: Some(stats.pages_allocated.saturating_mul(PAGE_SIZE as u64)),
         }
     }

@@ -302,6 +302,14 @@ pub struct CommitFigures {
     pub process_write_bytes: Option<u64>,
     /// `process_write_bytes / user_bytes_written`.
     pub write_amplification: Option<f64>,
+    /// Log bytes written per commit, from the engine's counters (None:
+    /// not counted).
+    pub log_bytes_per_commit: Option<f64>,
+    /// Share of the log bytes that are page images (flashtree's full-page
+    /// images after checkpoints and splits).
+    pub log_image_share: Option<f64>,
+    /// Checkpoints completed during the run (flashtree).
+    pub checkpoints: Option<u64>,
 }
 
 impl CommitFigures {
@@ -328,6 +336,15 @@ impl CommitFigures {
                 .process_write_bytes
                 .filter(|_| stats.user_bytes_written > 0)
                 .map(|bytes| bytes as f64 / stats.user_bytes_written as f64),
+            log_bytes_per_commit: best
+                .log_bytes
+                .filter(|_| stats.commits > 0)
+                .map(|bytes| bytes as f64 / stats.commits as f64),
+            log_image_share: best
+                .log_image_bytes
+                .zip(best.log_bytes.filter(|&bytes| bytes > 0))
+                .map(|(images, bytes)| images as f64 / bytes as f64),
+            checkpoints: best.checkpoints,
         }
     }
 }

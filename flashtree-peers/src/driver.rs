@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
-use crate::engine::{Concurrency, Engine};
+use crate::engine::{Concurrency, Engine, EngineCounters};
 use crate::job::{Job, Phase, RunControl, TaskStats};
 use crate::sys::{
     device_io_counts, perf_report, process_cpu_user_sys_s, process_write_bytes, PerfRecording,
@@ -43,6 +43,13 @@ pub struct PhaseResult {
     /// Log syncs during the phase, from the engine's counters (None: the
     /// engine does not count them).
     pub log_syncs: Option<u64>,
+    /// Log bytes written during the phase (engine counters; None: not
+    /// counted).
+    pub log_bytes: Option<u64>,
+    /// Of those, page images (flashtree).
+    pub log_image_bytes: Option<u64>,
+    /// Checkpoints completed during the phase (flashtree).
+    pub checkpoints: Option<u64>,
     /// OS threads (thread engines) used.
     pub threads: usize,
     /// Task-based engines: tasks per worker of a Run phase (None: the
@@ -124,7 +131,7 @@ pub fn run_phase(
     };
     let io_before = device_io_counts(spec.dir);
     let written_before = process_write_bytes();
-    let syncs_before = engine.counters().log_syncs;
+    let counters_before = engine.counters();
     let (user_before_s, sys_before_s) = process_cpu_user_sys_s();
     let started = Instant::now();
     let finished = AtomicBool::new(false);
@@ -143,11 +150,16 @@ pub fn run_phase(
     let written = process_write_bytes()
         .zip(written_before)
         .map(|(after, before)| after.saturating_sub(before));
-    let log_syncs = engine
-        .counters()
-        .log_syncs
-        .zip(syncs_before)
-        .map(|(after, before)| after.saturating_sub(before));
+    let counters_after = engine.counters();
+    let during = |count: fn(&EngineCounters) -> Option<u64>| {
+        count(&counters_after)
+            .zip(count(&counters_before))
+            .map(|(after, before)| after.saturating_sub(before))
+    };
+    let log_syncs = during(|c| c.log_syncs);
+    let log_bytes = during(|c| c.log_bytes);
+    let log_image_bytes = during(|c| c.log_image_bytes);
+    let checkpoints = during(|c| c.checkpoints);
     // Stopped before looking at the job's result: a failed job must not leave perf running.
     let stopped = recording.map(|(path, started)| (path, started.and_then(PerfRecording::stop)));
     let all = all?;
@@ -177,6 +189,9 @@ pub fn run_phase(
         device_writes,
         process_write_bytes: written,
         log_syncs,
+        log_bytes,
+        log_image_bytes,
+        checkpoints,
         threads,
         tasks_per_worker,
         profile,

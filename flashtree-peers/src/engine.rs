@@ -85,6 +85,15 @@ pub struct EngineCounters {
     /// Log syncs (fsync/fdatasync of the log, or durable log writes)
     /// since open, from the engine's own counters.
     pub log_syncs: Option<u64>,
+    /// Bytes written to the log since open, from the engine's own
+    /// counters (flashtree: whole log blocks; RocksDB: the
+    /// `rocksdb.wal.bytes` ticker).
+    pub log_bytes: Option<u64>,
+    /// Of those, page images (flashtree's full-page images, which repair
+    /// torn pages; None for engines without them).
+    pub log_image_bytes: Option<u64>,
+    /// Checkpoints completed since open (flashtree).
+    pub checkpoints: Option<u64>,
     /// Bytes of its data file(s) by the engine's own accounting, to
     /// cross-check the directory's size on disk (flashtree: pages
     /// allocated × page size, from `Db::stats`; its logs not included).

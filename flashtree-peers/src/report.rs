@@ -409,18 +409,21 @@ fn write_commits_table(text: &mut String, runs: &[EngineRun]) {
     }
     let _ = writeln!(
         text,
-        "\n## Commits\n\nA commit is a single put or delete, or a batch (a TPC-C transaction). Log syncs come from the engine's own counters (flashtree: durable log writes; RocksDB: the `rocksdb.wal.synced` ticker; – where an engine has none). Write amplification is the bytes the process sent to storage (`write_bytes` of `/proc/self/io`, counted when a direct write is submitted or a page-cache page is dirtied) per byte of keys and values committed.\n"
+        "\n## Commits\n\nA commit is a single put or delete, or a batch (a TPC-C transaction). Log syncs come from the engine's own counters (flashtree: durable log writes; RocksDB: the `rocksdb.wal.synced` ticker; – where an engine has none). Write amplification is the bytes the process sent to storage (`write_bytes` of `/proc/self/io`, counted when a direct write is submitted or a page-cache page is dirtied) per byte of keys and values committed. Log KB per commit comes from the engine's own counters (flashtree: log blocks written; RocksDB: the `rocksdb.wal.bytes` ticker); the image share is the part of flashtree's log that is page images (a page's first change after a checkpoint, and splits), with the checkpoints the run completed.\n"
     );
     let _ = writeln!(
         text,
-        "| engine | commits/s | log syncs/s | commits per sync | commit p50 µs | p99 µs | p99.9 µs | user MB written | process MB written | write amplification |"
+        "| engine | commits/s | log syncs/s | commits per sync | commit p50 µs | p99 µs | p99.9 µs | user MB written | process MB written | write amplification | log KB per commit | image share | checkpoints |"
     );
-    let _ = writeln!(text, "|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        text,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for run in runs {
         let c = &run.commits;
         let _ = writeln!(
             text,
-            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {} | {} |",
+            "| {} | {:.0} | {} | {} | {} | {} | {} | {:.1} | {} | {} | {} | {} | {} |",
             run.summary.engine,
             c.commits_per_sec,
             optional(c.log_syncs_per_sec, 0),
@@ -431,6 +434,9 @@ fn write_commits_table(text: &mut String, runs: &[EngineRun]) {
             c.user_bytes_written as f64 / 1e6,
             optional(c.process_write_bytes.map(|b| b as f64 / 1e6), 1),
             optional(c.write_amplification, 2),
+            optional(c.log_bytes_per_commit.map(|b| b / 1024.0), 2),
+            optional(c.log_image_share, 2),
+            optional(c.checkpoints.map(|n| n as f64), 0),
         );
     }
 }

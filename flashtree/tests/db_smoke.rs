@@ -235,18 +235,23 @@ fn repeated_changes_of_a_leaf_log_deltas() {
     // Stats are published by the worker's loop: let it go round.
     let settled = || {
         std::thread::sleep(std::time::Duration::from_millis(50));
-        db.stats().log_record_bytes
+        let stats = db.stats();
+        (stats.log_record_bytes, stats.log_image_bytes)
     };
-    let before = settled();
+    let (before, images_before) = settled();
+    // The new tree's leaf was logged as an image.
+    assert!(images_before > 0 && images_before <= before);
     let updates = 200u64;
     for i in 0..updates {
         db.put(t, &key(i % 20), &[i as u8; 16]).unwrap();
     }
-    let per_update = (settled() - before) / updates;
+    let (after, images_after) = settled();
+    let per_update = (after - before) / updates;
     assert!(
         per_update < 512,
         "an update of one small row logged {per_update} bytes"
     );
+    assert_eq!(images_after, images_before, "the updates logged images");
     db.close().unwrap();
     let db = Db::open(dir.path(), tiny(1, 64)).unwrap();
     let t = db.tree("main").unwrap();

@@ -282,10 +282,18 @@ impl Kv for RocksHandle {
 /// The count of ticker `rocksdb.wal.synced` in RocksDB's statistics text
 /// (a line `rocksdb.wal.synced COUNT : 123`).
 fn wal_syncs(statistics: &str) -> Option<u64> {
-    statistics
-        .lines()
-        .find_map(|line| line.strip_prefix("rocksdb.wal.synced COUNT : "))
-        .and_then(|count| count.trim().parse().ok())
+    ticker(statistics, "rocksdb.wal.synced")
+}
+
+/// The count of the ticker `name` in the text of `Options::get_statistics`.
+fn ticker(statistics: &str, name: &str) -> Option<u64> {
+    statistics.lines().find_map(|line| {
+        line.strip_prefix(name)?
+            .strip_prefix(" COUNT : ")?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 impl Engine for RocksEngine {
@@ -302,11 +310,12 @@ impl Engine for RocksEngine {
         run_job_on_threads(self, job, threads)
     }
     fn counters(&self) -> EngineCounters {
+        let statistics = self.options.get_statistics();
         EngineCounters {
-            log_syncs: self
-                .options
-                .get_statistics()
-                .and_then(|text| wal_syncs(&text)),
+            log_syncs: statistics.as_deref().and_then(wal_syncs),
+            log_bytes: statistics
+                .as_deref()
+                .and_then(|text| ticker(text, "rocksdb.wal.bytes")),
             ..EngineCounters::default()
         }
     }
@@ -314,5 +323,19 @@ impl Engine for RocksEngine {
         self.db
             .flush()
             .map_err(|e| format!("rocksdb: flush at close: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod ticker_tests {
+    use super::{ticker, wal_syncs};
+
+    #[test]
+    fn tickers_are_read_by_exact_name() {
+        let text = "rocksdb.wal.synced COUNT : 12\nrocksdb.wal.bytes COUNT : 4096\nrocksdb.wal.bytes.extra COUNT : 1\n";
+        assert_eq!(wal_syncs(text), Some(12));
+        assert_eq!(ticker(text, "rocksdb.wal.bytes"), Some(4096));
+        assert_eq!(ticker(text, "rocksdb.wal"), None);
+        assert_eq!(ticker(text, "rocksdb.missing"), None);
     }
 }

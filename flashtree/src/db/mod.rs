@@ -182,6 +182,11 @@ pub struct DbStats {
     /// Bytes of the records appended to the logs (full page images and
     /// deltas; `log_bytes` adds the padding of partly filled blocks).
     pub log_record_bytes: u64,
+    /// Of `log_record_bytes`, the page images (full, or the nonzero runs
+    /// of a mostly empty page) that recovery rebuilds a page from, torn
+    /// or not: one at each page's first change after a checkpoint, and
+    /// the pages a split or a move of entries rewrites.
+    pub log_image_bytes: u64,
     /// Checkpoints completed since open (the one written at open counts).
     pub checkpoints: u64,
     /// Times a commit waited (parked) for room in its worker's log, which
@@ -747,6 +752,7 @@ impl Db {
             stats.log_syncs += w.log_syncs.load(Ordering::Relaxed);
             stats.log_bytes += w.log_bytes.load(Ordering::Relaxed);
             stats.log_record_bytes += w.log_record_bytes.load(Ordering::Relaxed);
+            stats.log_image_bytes += w.log_image_bytes.load(Ordering::Relaxed);
             stats.log_room_waits += w.log_room_waits.load(Ordering::Relaxed);
             stats.leaf_rebalances += w.leaf_rebalances.load(Ordering::Relaxed);
         }

@@ -43,6 +43,7 @@ pub(crate) struct WorkerShared {
     pub(crate) log_syncs: AtomicU64,
     pub(crate) log_bytes: AtomicU64,
     pub(crate) log_record_bytes: AtomicU64,
+    pub(crate) log_image_bytes: AtomicU64,
     pub(crate) log_room_waits: AtomicU64,
     pub(crate) leaf_rebalances: AtomicU64,
     /// Some task of this worker waits for a commit to become durable:
@@ -113,6 +114,8 @@ impl WorkerShared {
                 .store(log.stats.blocks_written * 4096, Ordering::Relaxed);
             self.log_record_bytes
                 .store(log.stats.record_bytes, Ordering::Relaxed);
+            self.log_image_bytes
+                .store(log.stats.image_bytes, Ordering::Relaxed);
         }
     }
 }

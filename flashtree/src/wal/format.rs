@@ -507,6 +507,15 @@ impl GroupParts<'_> {
                 .sum::<usize>()
     }
 
+    /// Payload bytes of the group's page images (full or fresh forms).
+    pub fn image_bytes(&self) -> usize {
+        self.pages
+            .iter()
+            .filter(|(_, c)| !matches!(c, PageChange::Delta { .. }))
+            .map(|(_, c)| c.payload_bytes())
+            .sum()
+    }
+
     /// Encodes the record's body, [`GroupParts::body_bytes`] bytes; `put`
     /// receives them in order, in pieces, straight from the page images
     /// (no copy is made). The record is [`record_header`] of the body, then

@@ -146,6 +146,10 @@ pub struct LogStats {
     pub groups: u64,
     /// Bytes of records appended.
     pub record_bytes: u64,
+    /// Of those, the payload bytes of page images (full or fresh): what
+    /// repairs a torn page, logged at a page's first change after a
+    /// checkpoint and for the halves of a split.
+    pub image_bytes: u64,
     /// Blocks written.
     pub blocks_written: u64,
     /// Flushes completed (each makes the log durable up to its end, as a
@@ -340,6 +344,7 @@ impl LogWriter {
             rest = later;
         });
         self.finish_group(parts.seq, RECORD_HEADER_BYTES + body_bytes);
+        self.stats.image_bytes += parts.image_bytes() as u64;
     }
 
     /// Where the next appended byte goes: (block, payload offset).
