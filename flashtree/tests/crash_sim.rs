@@ -47,6 +47,15 @@ fn options(disk: &Arc<SimDisk>, create: bool) -> Options {
 }
 
 fn random_batch(rng: &mut StdRng, keys: u32, number: usize) -> Batch {
+    if rng.random_bool(0.15) {
+        // A range of adjacent keys deleted: leaves empty, merge and free
+        // their pages, which checkpoints then discard.
+        let tree = rng.random_range(0..TREES);
+        let first = rng.random_range(0..keys);
+        return (first..(first + 8).min(keys))
+            .map(|key| (tree, key.to_be_bytes().to_vec(), None))
+            .collect();
+    }
     let count = rng.random_range(1..=8);
     (0..count)
         .map(|_| {
@@ -88,6 +97,10 @@ struct Totals {
     /// (`DbStats::leaf_rebalances`, as the stores published it before
     /// their crashes): the crashes land among such steps too.
     leaf_rebalances: u64,
+    /// Free pages given back to the disk (`DbStats::pages_discarded`, as
+    /// published before the crashes): a discard is a write of zeros that a
+    /// crash may keep, tear or drop, so the crashes land among them too.
+    pages_discarded: u64,
 }
 
 /// Runs one seed; Err describes the first violation.
@@ -155,7 +168,9 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
             }
         }
         totals.acknowledged += acknowledged as u64;
-        totals.leaf_rebalances += db.stats().leaf_rebalances;
+        let stats = db.stats();
+        totals.leaf_rebalances += stats.leaf_rebalances;
+        totals.pages_discarded += stats.pages_discarded;
         totals.crashes += 1;
         if rng.random_bool(0.2) {
             // Crash in the middle of a close: its log flush, its page
@@ -308,7 +323,7 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
         }
     }
     eprintln!(
-        "crash_sim: {} seeds passed, {} failed ({panics} panics); {} crashes ({} during a close, {} during recovery); {} acknowledged batches, 0 lost in passing seeds; {} batches recovered; {} leaf rebalances",
+        "crash_sim: {} seeds passed, {} failed ({panics} panics); {} crashes ({} during a close, {} during recovery); {} acknowledged batches, 0 lost in passing seeds; {} batches recovered; {} leaf rebalances; {} pages discarded",
         totals.seeds,
         failures.len(),
         totals.crashes,
@@ -316,7 +331,8 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
         totals.crashes_in_recovery,
         totals.acknowledged,
         totals.batches_recovered,
-        totals.leaf_rebalances
+        totals.leaf_rebalances,
+        totals.pages_discarded
     );
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
     // The workload reaches the step that moves entries between leaves
@@ -325,6 +341,11 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
         assert!(
             totals.leaf_rebalances > 0,
             "no leaf moved entries to a neighbour in {} seeds",
+            totals.seeds
+        );
+        assert!(
+            totals.pages_discarded > 0,
+            "no free page was discarded in {} seeds",
             totals.seeds
         );
     }

@@ -32,6 +32,7 @@
 //! reports [`Restart`] so that the calling task yields, waits for a load or
 //! for frames, and restarts its operation.
 
+mod free;
 mod lazy;
 pub mod page;
 mod racy;
@@ -250,7 +251,12 @@ pub struct BufferManager {
     /// all workers, without a shared update per read.
     heat_ticks: AtomicU64,
     next_pid: AtomicU64,
-    free_pids: Mutex<Vec<PageId>>,
+    free_pids: Mutex<free::FreePages>,
+    /// Pages handed to the devices as discarded ([`BufferManager::discard_free_pages`]).
+    pages_discarded: AtomicU64,
+    /// Cleared when a device refuses a discard (a file system without hole
+    /// punching): later checkpoints do not try again.
+    discard_works: std::sync::atomic::AtomicBool,
     write_error: Mutex<Option<String>>,
     wal: Arc<WalShared>,
 }
@@ -330,7 +336,9 @@ impl BufferManager {
             dirty_spare_rounds: config.dirty_spare_rounds,
             hot_spare_rounds: config.hot_spare_rounds,
             next_pid: AtomicU64::new(0),
-            free_pids: Mutex::new(Vec::new()),
+            free_pids: Mutex::new(free::FreePages::default()),
+            pages_discarded: AtomicU64::new(0),
+            discard_works: std::sync::atomic::AtomicBool::new(true),
             write_error: Mutex::new(None),
             wal,
         })
@@ -369,7 +377,7 @@ impl BufferManager {
             )));
         }
         self.next_pid.store(next_pid, Ordering::Release);
-        *self.free_pids.lock().unwrap_or_else(|e| e.into_inner()) = free_pids;
+        *self.free_pids.lock().unwrap_or_else(|e| e.into_inner()) = free::FreePages::new(free_pids);
         Ok(())
     }
 
@@ -378,7 +386,54 @@ impl BufferManager {
         self.free_pids
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .all()
+    }
+
+    /// Gives the devices back the pages that the checkpoint just completed
+    /// lists as free (`free_at_checkpoint`, sorted) and that are still
+    /// free, unless an earlier call did (see `buffer::free`): holes punched
+    /// in files, ranges discarded on block devices. A device that refuses
+    /// (no hole punching) turns discards off for this open; the pages stay
+    /// free either way, so this never fails the store. Returns the pages
+    /// discarded.
+    pub fn discard_free_pages(&self, free_at_checkpoint: &[PageId]) -> u64 {
+        if !self.discard_works.load(Ordering::Relaxed) || self.storage.is_read_only() {
+            return 0;
+        }
+        let pids = self
+            .free_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_for_discard(free_at_checkpoint);
+        if pids.is_empty() {
+            self.free_pids
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .discard_done(true);
+            return 0;
+        }
+        let done = self.storage.discard_pages(&pids);
+        self.free_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .discard_done(done.is_ok());
+        match done {
+            Ok(_) => {
+                self.pages_discarded
+                    .fetch_add(pids.len() as u64, Ordering::Relaxed);
+                pids.len() as u64
+            }
+            Err(e) => {
+                self.discard_works.store(false, Ordering::Relaxed);
+                eprintln!("flashtree: freed pages are no longer discarded: {e}");
+                0
+            }
+        }
+    }
+
+    /// Pages discarded since open.
+    pub fn pages_discarded(&self) -> u64 {
+        self.pages_discarded.load(Ordering::Relaxed)
     }
 
     /// The first write-back error, if any: the store is then unsafe to trust.
@@ -726,7 +781,7 @@ impl GuardX<'_> {
             bm.free_pids
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .push(self.pid);
+                .extend(&[self.pid]);
         }
         std::mem::forget(self);
     }

@@ -141,7 +141,7 @@ pub fn end_step(wb: &mut WorkerBuffer, log: bool) -> Option<u64> {
         bm.free_pids
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .extend_from_slice(&step.freed);
+            .extend(&step.freed);
     }
     seq
 }

@@ -138,7 +138,8 @@ impl CheckpointDriver {
 }
 
 /// Writes the checkpoint slot (the data files are synced); then the logs
-/// may reuse the blocks before their start blocks.
+/// may reuse the blocks before their start blocks, and the devices may
+/// have back the pages the checkpoint lists as free.
 fn finish(wb: &mut WorkerBuffer) -> Result<()> {
     let bm = wb.manager_arc();
     let wal = bm.wal();
@@ -172,9 +173,13 @@ fn finish(wb: &mut WorkerBuffer) -> Result<()> {
         &slots[(checkpoint.number % 2) as usize],
         &checkpoint.encode(),
     )?;
+    let free_at_checkpoint = checkpoint.free.clone();
     *last = checkpoint;
+    drop(last);
     for (w, start) in starts.into_iter().enumerate() {
         wal.set_reclaim_floor(w, start);
     }
+    // No recovery reads a page this checkpoint lists as free again.
+    bm.discard_free_pages(&free_at_checkpoint);
     Ok(())
 }

@@ -189,6 +189,10 @@ pub struct DbStats {
     pub log_image_bytes: u64,
     /// Checkpoints completed since open (the one written at open counts).
     pub checkpoints: u64,
+    /// Free pages given back to the devices since open (holes punched in
+    /// files, `BLKDISCARD` on block devices), after a checkpoint listed
+    /// them as free.
+    pub pages_discarded: u64,
     /// Times a commit waited (parked) for room in its worker's log, which
     /// a log flush or a checkpoint makes: a log too small for the write
     /// rate shows here (raise `wal_bytes_per_worker`).
@@ -758,6 +762,7 @@ impl Db {
         }
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         stats.checkpoints = 1 + self.inner.bm.wal().checkpoints.completed();
+        stats.pages_discarded = self.inner.bm.pages_discarded();
         stats.recovery = state.recovery;
         stats
     }
@@ -910,6 +915,8 @@ impl Db {
             .vfs()
             .write_synced(other, &checkpoint.encode())?;
         *last = checkpoint;
+        // No recovery reads a page this checkpoint lists as free again.
+        bm.discard_free_pages(&last.free);
         Ok(())
     }
 

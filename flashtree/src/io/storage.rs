@@ -326,6 +326,96 @@ impl Storage {
         Ok(())
     }
 
+    /// Tells the devices that the pages `pids` (logical page numbers,
+    /// sorted, no duplicates) hold nothing: `FALLOC_FL_PUNCH_HOLE` on
+    /// files (their length stays), `BLKDISCARD` on block devices, a write
+    /// of zeros on a simulated disk (which a crash may keep, tear or drop,
+    /// as a discard may or may not reach the flash). Pages past the
+    /// capacity are skipped. Contiguous pages on a device go in one call.
+    /// Returns the bytes discarded. The caller makes sure that no page
+    /// given is in use, nor can be until this returns.
+    pub fn discard_pages(&self, pids: &[u64]) -> Result<u64> {
+        debug_assert!(pids.windows(2).all(|w| w[0] < w[1]));
+        let page = PAGE_SIZE as u64;
+        // (device, start, end) of the open range.
+        let mut open: Option<(u32, u64, u64)> = None;
+        let mut bytes = 0;
+        for &pid in pids {
+            let Ok(mapped) = self.map(IoOp::Write, pid * page, PAGE_SIZE as u32) else {
+                continue;
+            };
+            let (device, at) = (mapped.device, mapped.device_offset);
+            match &mut open {
+                Some((d, _, end)) if *d == device && *end == at => *end += page,
+                _ => {
+                    if let Some((d, start, end)) = open.take() {
+                        bytes += self.discard_range(d as usize, start, end)?;
+                    }
+                    open = Some((device, at, at + page));
+                }
+            }
+        }
+        if let Some((d, start, end)) = open {
+            bytes += self.discard_range(d as usize, start, end)?;
+        }
+        Ok(bytes)
+    }
+
+    /// Discards bytes `start..end` of data device `index`.
+    fn discard_range(&self, index: usize, start: u64, end: u64) -> Result<u64> {
+        let device = &self.devices[index];
+        let len = end - start;
+        match &device.file {
+            DeviceFile::Os(file) => {
+                if device.is_block_device {
+                    // BLKDISCARD = _IO(0x12, 119); the argument is
+                    // [offset, length] in bytes.
+                    const BLKDISCARD: libc::c_ulong = 0x1277;
+                    let range: [u64; 2] = [start, len];
+                    // SAFETY: the ioctl reads two u64s from `range`, which
+                    // lives across the call.
+                    let rc = unsafe { libc::ioctl(file.as_raw_fd(), BLKDISCARD, range.as_ptr()) };
+                    if rc != 0 {
+                        return Err(env_error(
+                            &device.path,
+                            "BLKDISCARD",
+                            std::io::Error::last_os_error(),
+                        ));
+                    }
+                } else {
+                    // SAFETY: plain syscall on an open descriptor; no memory
+                    // is passed.
+                    let rc = unsafe {
+                        libc::fallocate(
+                            file.as_raw_fd(),
+                            libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE,
+                            start as i64,
+                            len as i64,
+                        )
+                    };
+                    if rc != 0 {
+                        return Err(env_error(
+                            &device.path,
+                            "fallocate(PUNCH_HOLE)",
+                            std::io::Error::last_os_error(),
+                        ));
+                    }
+                }
+            }
+            DeviceFile::Sim(sim, id) => {
+                sim.write(*id, start, &vec![0u8; len as usize])
+                    .map_err(|e| {
+                        env_error(
+                            &device.path,
+                            "discard",
+                            std::io::Error::from_raw_os_error(e),
+                        )
+                    })?;
+            }
+        }
+        Ok(len)
+    }
+
     /// The raw file descriptor of device `index` (for channels); -1 for a
     /// simulated file (whose channels use the synchronous backend).
     pub(crate) fn fd(&self, index: usize) -> RawFd {
@@ -404,6 +494,11 @@ impl Storage {
                 }
             }
         }
+    }
+
+    /// True when opened read-only.
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
     }
 
     /// True when the devices are files of a simulated disk.

@@ -1,0 +1,134 @@
+//! The free page ids of a store, and which of them went back to the device.
+//!
+//! A page id is freed when a tree drops its page (a merge, or a tree
+//! emptied). Its bytes on the device are garbage from then on, and the
+//! device may have them back: `Storage::discard_pages` punches a hole in a
+//! file or discards the range of a block device. That is safe only for a
+//! page that no recovery can read again. Recovery starts from the last
+//! completed checkpoint, and a page that checkpoint lists as free is never
+//! read from the device again: the log after the checkpoint brings any
+//! later use of it as a full image, since a newly allocated page is always
+//! logged whole. A page freed after that checkpoint may still be live for
+//! recovery (the group that freed it may never reach the log), so it waits
+//! for the next checkpoint.
+//!
+//! # Contract
+//! * Every free id is in exactly one of `kept` (its old bytes still on the
+//!   device), `discarding` (handed to a discard, not allocatable), or
+//!   `discarded`.
+//! * [`FreePages::take_for_discard`] hands out only ids that the caller's
+//!   completed checkpoint lists as free and that are still free; the
+//!   caller discards them, then returns them with
+//!   [`FreePages::discard_done`]. Allocation never hands out an id in
+//!   between.
+
+use super::PageId;
+
+/// The free page ids (see the module documentation).
+#[derive(Debug, Default)]
+pub(crate) struct FreePages {
+    kept: Vec<PageId>,
+    discarding: Vec<PageId>,
+    discarded: Vec<PageId>,
+}
+
+impl FreePages {
+    /// The free ids of a store just opened: none discarded yet (as far as
+    /// this open knows; discarding a range twice is harmless).
+    pub(crate) fn new(free: Vec<PageId>) -> FreePages {
+        FreePages {
+            kept: free,
+            ..FreePages::default()
+        }
+    }
+
+    /// An id to allocate: one whose bytes are still on the device first
+    /// (no hole to fill), else a discarded one.
+    pub(crate) fn pop(&mut self) -> Option<PageId> {
+        self.kept.pop().or_else(|| self.discarded.pop())
+    }
+
+    /// Frees `pids`.
+    pub(crate) fn extend(&mut self, pids: &[PageId]) {
+        self.kept.extend_from_slice(pids);
+    }
+
+    /// Every free id (for a checkpoint, and for the store's checks).
+    pub(crate) fn all(&self) -> Vec<PageId> {
+        let mut all = Vec::with_capacity(self.len());
+        all.extend_from_slice(&self.kept);
+        all.extend_from_slice(&self.discarding);
+        all.extend_from_slice(&self.discarded);
+        all
+    }
+
+    /// How many ids are free.
+    pub(crate) fn len(&self) -> usize {
+        self.kept.len() + self.discarding.len() + self.discarded.len()
+    }
+
+    /// Moves the kept ids that `free_at_checkpoint` (sorted) lists to
+    /// `discarding` and returns them, sorted.
+    pub(crate) fn take_for_discard(&mut self, free_at_checkpoint: &[PageId]) -> Vec<PageId> {
+        debug_assert!(free_at_checkpoint.windows(2).all(|w| w[0] <= w[1]));
+        assert!(
+            self.discarding.is_empty(),
+            "two discards of free pages at once"
+        );
+        let (take, keep): (Vec<PageId>, Vec<PageId>) = self
+            .kept
+            .iter()
+            .copied()
+            .partition(|pid| free_at_checkpoint.binary_search(pid).is_ok());
+        self.kept = keep;
+        self.discarding = take;
+        self.discarding.sort_unstable();
+        self.discarding.clone()
+    }
+
+    /// The discard of the ids [`FreePages::take_for_discard`] handed out
+    /// ended; `discarded`: whether it reached the device (else they stay
+    /// kept).
+    pub(crate) fn discard_done(&mut self, discarded: bool) {
+        let ids = std::mem::take(&mut self.discarding);
+        if discarded {
+            self.discarded.extend(ids);
+        } else {
+            self.kept.extend(ids);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_ids_free_at_the_checkpoint_and_still_free_are_discarded() {
+        let mut free = FreePages::new(vec![3, 9, 4]);
+        free.extend(&[20]); // freed after the checkpoint
+        assert_eq!(free.take_for_discard(&[2, 3, 4, 9]), vec![3, 4, 9]);
+        // Not allocatable while discarding.
+        assert_eq!(free.pop(), Some(20));
+        assert_eq!(free.pop(), None);
+        let mut all = free.all();
+        all.sort_unstable();
+        assert_eq!(all, vec![3, 4, 9]);
+        free.discard_done(true);
+        // Discarded ids are not taken again.
+        assert!(free.take_for_discard(&[3, 4, 9]).is_empty());
+        free.discard_done(true);
+        assert_eq!(free.len(), 3);
+        let mut popped: Vec<PageId> = std::iter::from_fn(|| free.pop()).collect();
+        popped.sort_unstable();
+        assert_eq!(popped, vec![3, 4, 9]);
+    }
+
+    #[test]
+    fn a_failed_discard_keeps_the_ids() {
+        let mut free = FreePages::new(vec![5, 6]);
+        assert_eq!(free.take_for_discard(&[5, 6]), vec![5, 6]);
+        free.discard_done(false);
+        assert_eq!(free.take_for_discard(&[5, 6]), vec![5, 6]);
+    }
+}
