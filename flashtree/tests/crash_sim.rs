@@ -109,6 +109,9 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
     let mut config = SimConfig::new(seed);
     config.keep_probability = rng.random_range(0.0..1.0);
     config.tear_probability = rng.random_range(0.0..1.0);
+    // Half the seeds write the log as io_uring does: plain writes, then an
+    // `fdatasync` once they completed; the others with `RWF_DSYNC`.
+    config.log_writes_then_sync = rng.random_bool(0.5);
     let disk = SimDisk::new(config);
     // Buffered: unsynced batches stay in the log buffer until a synced
     // write (or the delay) flushes them.

@@ -271,6 +271,22 @@ impl IoChannel {
         }
     }
 
+    /// True when a write of the log is made durable by a sync request
+    /// after it completed, not by the write itself (`RWF_DSYNC`): through
+    /// io_uring, whose asynchronous data-sync writes a kernel work queue
+    /// completed late here (see `wal::writer`), and on a simulated disk
+    /// configured to test that path (`SimConfig::log_writes_then_sync`).
+    pub fn log_writes_then_sync(&self) -> bool {
+        match self.backend {
+            Backend::Uring(_) => true,
+            Backend::Aio(_) => false,
+            Backend::Sync(_) => match self.storage.vfs() {
+                super::Vfs::Sim(sim) => sim.log_writes_then_sync(),
+                super::Vfs::Os => false,
+            },
+        }
+    }
+
     /// Fallbacks and probe results worth telling the user.
     pub fn notes(&self) -> &[String] {
         &self.notes

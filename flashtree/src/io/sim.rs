@@ -61,6 +61,11 @@ pub struct SimConfig {
     /// Of the writes not kept, the probability that they are torn rather
     /// than dropped.
     pub tear_probability: f64,
+    /// The log is written the way it is through io_uring: plain writes,
+    /// then an `fdatasync` of the log file once they completed (see
+    /// [`super::IoChannel::log_writes_then_sync`]), instead of writes that
+    /// are durable when they complete (`RWF_DSYNC`).
+    pub log_writes_then_sync: bool,
 }
 
 impl SimConfig {
@@ -70,6 +75,7 @@ impl SimConfig {
             seed,
             keep_probability: 0.5,
             tear_probability: 0.25,
+            log_writes_then_sync: false,
         }
     }
 }
@@ -298,6 +304,11 @@ impl SimDisk {
                 crashes: 0,
             }),
         })
+    }
+
+    /// See [`SimConfig::log_writes_then_sync`].
+    pub fn log_writes_then_sync(&self) -> bool {
+        self.lock().config.log_writes_then_sync
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -651,6 +662,7 @@ mod tests {
             seed: 5,
             keep_probability: 0.0,
             tear_probability: 1.0,
+            log_writes_then_sync: false,
         };
         let disk = SimDisk::new(config);
         let f = disk.open(&p("a"), true).unwrap();

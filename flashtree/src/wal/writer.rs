@@ -504,7 +504,7 @@ impl LogWriter {
             seal_block(&mut self.ring[at..at + BLOCK_BYTES], &header);
         }
         let number = self.first_flight + self.flights.len() as u64;
-        let sync_after_writes = channel.backend_kind() == crate::io::BackendKind::IoUring;
+        let sync_after_writes = channel.log_writes_then_sync();
         for &(start, n) in &runs {
             let at = self.ring_offset(start);
             let offset = (start % self.file_blocks) * BLOCK_BYTES as u64;
