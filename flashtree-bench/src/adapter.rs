@@ -183,6 +183,8 @@ impl FlashtreeEngine {
             settings.checkpoint_log_bytes >> 20,
             settings.log_writes.name(),
         );
+        line.push_str("; placement: ");
+        line.push_str(db.placement());
         for note in db.notes() {
             line.push_str("; ");
             line.push_str(note);

@@ -479,7 +479,12 @@ struct StoreStats {
     leaf_fill: f64,
     store_bytes: u64,
     data_bytes: u64,
+    /// Blocks the data files hold on disk (freed pages are discarded, so
+    /// this may be below `data_bytes`).
+    data_allocated_bytes: u64,
     log_bytes: u64,
+    /// How writes are placed by lifetime (`Db::placement`).
+    placement: String,
 }
 
 #[derive(serde::Serialize)]
@@ -517,17 +522,22 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
             leaf_fill: key_value_bytes as f64 / (shape.leaves.max(1) as f64 * page_bytes),
         });
     }
+    let placement = db.placement().to_string();
     close(db, dir)?;
     let (mut data_bytes, mut log_bytes, mut store_bytes) = (0, 0, 0);
+    let mut data_allocated_bytes = 0;
     let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
     for entry in entries.flatten() {
-        let len = entry.metadata().map(|m| m.len()).unwrap_or(0);
+        let metadata = entry.metadata().ok();
+        let len = metadata.as_ref().map_or(0, |m| m.len());
         let name = entry.file_name().to_string_lossy().to_string();
         store_bytes += len;
         if name.contains(".wal") {
             log_bytes += len;
         } else if !name.contains(".ckpt") {
             data_bytes += len;
+            data_allocated_bytes +=
+                metadata.map_or(0, |m| std::os::unix::fs::MetadataExt::blocks(&m) * 512);
         }
     }
     let leaves: u64 = trees.iter().map(|t| t.leaf_pages).sum();
@@ -543,7 +553,9 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
         trees,
         store_bytes,
         data_bytes,
+        data_allocated_bytes,
         log_bytes,
+        placement,
     };
     if args.json {
         println!(
@@ -577,8 +589,9 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
         stats.leaf_fill * 100.0
     );
     println!(
-        "bytes: {} in the store ({} data, {} log, the rest checkpoint slots)",
-        stats.store_bytes, stats.data_bytes, stats.log_bytes
+        "bytes: {} in the store ({} data, {} of them allocated on disk; {} log; the rest checkpoint slots)",
+        stats.store_bytes, stats.data_bytes, stats.data_allocated_bytes, stats.log_bytes
     );
+    println!("placement: {}", stats.placement);
     Ok(())
 }

@@ -239,6 +239,18 @@ fn dump_then_load_into_a_new_store_gives_the_same_content() {
     assert_eq!(stats["trees"].as_array().unwrap().len(), 3);
     assert_eq!(stats["pages_leaked"], 0);
     assert!(stats["leaf_fill"].as_f64().unwrap() > 0.2, "{stats}");
+    let allocated = stats["data_allocated_bytes"].as_u64().unwrap();
+    assert!(
+        allocated > 0 && allocated <= stats["data_bytes"].as_u64().unwrap() + 4096,
+        "{stats}"
+    );
+    assert!(
+        stats["placement"]
+            .as_str()
+            .unwrap()
+            .contains("F_SET_RW_HINT"),
+        "{stats}"
+    );
 }
 
 #[test]

@@ -543,3 +543,39 @@ fn dsync_writes_to_an_extra_file_round_trip_on_every_backend() {
         }
     }
 }
+
+/// Each file carries the write-life hint of what is written to it (the
+/// data medium, the extra files, which are the logs, short), and the
+/// storage says what applied.
+#[test]
+fn files_carry_write_life_hints_by_what_they_hold() {
+    use std::os::fd::AsRawFd;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let log = dir.path().join("log");
+    let mut cfg = StorageConfig::new([data.clone()]);
+    cfg.extra_files = vec![log.clone()];
+    cfg.min_capacity_bytes = 1 << 20;
+    let storage = Storage::open(&cfg).unwrap();
+    let placement = storage.placement().to_string();
+    if placement.starts_with("none (F_SET_RW_HINT refused") {
+        eprintln!("skipped: the kernel refuses write-life hints here: {placement}");
+        return;
+    }
+    assert!(
+        placement.starts_with("per-file write-life hints"),
+        "{placement}"
+    );
+    // F_GET_RW_HINT = F_LINUX_SPECIFIC_BASE (1024) + 11.
+    let hint_of = |path: &std::path::Path| {
+        let file = std::fs::File::open(path).unwrap();
+        let mut hint: u64 = 0;
+        // SAFETY: the fcntl writes one u64 into `hint`, which outlives the call.
+        let rc = unsafe { libc::fcntl(file.as_raw_fd(), 1035, &mut hint as *mut u64) };
+        assert_eq!(rc, 0, "F_GET_RW_HINT: {}", std::io::Error::last_os_error());
+        hint
+    };
+    // RWH_WRITE_LIFE_MEDIUM and RWH_WRITE_LIFE_SHORT.
+    assert_eq!(hint_of(&data), 3);
+    assert_eq!(hint_of(&log), 2);
+}

@@ -336,6 +336,12 @@ impl Db {
         })
     }
 
+    /// How writes are placed by their lifetime on the store's devices
+    /// ([`crate::io::Storage::placement`]).
+    pub fn placement(&self) -> &str {
+        self.inner.bm.storage().placement()
+    }
+
     /// Notes from start-up (I/O fallbacks), one per worker at most.
     pub fn notes(&self) -> &[String] {
         &self.notes
