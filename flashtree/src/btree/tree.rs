@@ -130,17 +130,19 @@ pub async fn lookup_interleaved(
     key: &[u8],
     out: &mut Vec<u8>,
 ) -> std::result::Result<bool, LookupStop> {
-    let root = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
-    let mut node = match lookup_step(bm, &root, key, out)? {
-        Step::Found(found) => return Ok(found),
-        Step::Child(child) => child,
-    };
+    let mut node = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
+    // False on the root only. (One loop, not the first step peeled off:
+    // two copies of the step left the binary search out of line.)
+    let mut below_root = false;
     loop {
         match lookup_step(bm, &node, key, out)? {
             Step::Found(found) => return Ok(found),
             Step::Child(next) => {
-                next.prefetch();
-                crate::sched::yield_now().await;
+                if below_root {
+                    next.prefetch();
+                    crate::sched::yield_now().await;
+                }
+                below_root = true;
                 node = next;
             }
         }
