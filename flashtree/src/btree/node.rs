@@ -71,9 +71,11 @@
 //! step of the binary search then comparing whole keys. Inserts lower the
 //! skip when a key shares fewer bytes (rewriting every head), removals leave
 //! it, rebuilds (compaction, split, merge, rebalance) set it to what the
-//! first and last key share; capped at 127 (7 bits). An empty node's skip
-//! means nothing; nodes start with 127 and an insert into an empty node
-//! sets it to the key suffix's length.
+//! first and last key share; capped at 127 (7 bits). Where every suffix fits
+//! in a head (4 bytes) the skip is 0: the heads tell the keys apart anyway,
+//! and a lookup in a node with a skip first reads slot 0's key to check the
+//! shared bytes. An empty node's skip means nothing; nodes start with 127,
+//! and an insert into an empty node sets it to the key suffix's length.
 //!
 //! # Conventions for the tree code
 //! - Split keeps the upper half in place: `node.split(new_left, sep)` moves
@@ -343,6 +345,22 @@ fn head_of_parts(a: &[u8], b: &[u8], skip: usize) -> u32 {
         *dst = *src;
     }
     u32::from_be_bytes(head)
+}
+
+/// Bytes a head holds.
+const HEAD_BYTES: usize = 4;
+
+/// The head skip for key suffixes that share their first `shared` bytes
+/// and of which the longest has `longest` bytes: `shared` (at most 127),
+/// unless every suffix fits in a head, whose heads then tell them apart
+/// without a skip; a lookup in a node with a skip checks the shared bytes
+/// first, which costs a read of slot 0's key (another cache line).
+fn skip_for(shared: usize, longest: usize) -> usize {
+    if longest <= HEAD_BYTES {
+        0
+    } else {
+        shared.min(HEAD_SKIP_MAX)
+    }
 }
 
 /// Length of the longest common prefix of `a.0 ++ a.1` and `b.0 ++ b.1`.
@@ -1072,7 +1090,8 @@ impl Node {
     /// The head skip once the key suffix `key_a ++ key_b` is stored too:
     /// the present one, lowered to what the suffix shares with slot 0's
     /// (all others share the present skip with slot 0); in an empty node,
-    /// the suffix's length.
+    /// the suffix's length. (An empty node's skip is 127, or what
+    /// [`Node::copy_entries_from`] set for the entries it is about to add.)
     fn head_skip_with(&self, key_a: &[u8], key_b: &[u8]) -> usize {
         let shared = if self.count() == 0 {
             key_a.len() + key_b.len()
@@ -1965,13 +1984,18 @@ impl Node {
         // The skip the node ends with (what its first key shares with the
         // range's last), set once: each entry then leaves it as it is,
         // rather than lowering it, and rewriting the heads, step by step.
-        let first = if self.count() == 0 {
-            parts(range.start)
+        let (first, longest) = if self.count() == 0 {
+            let longest = range.clone().map(|i| {
+                let (a, b) = parts(i);
+                a.len() + b.len()
+            });
+            (parts(range.start), longest.max().unwrap_or(0))
         } else {
-            (self.key_suffix(0), &[][..])
+            // (Not raised here when the node's keys did not need it.)
+            ((self.key_suffix(0), &[][..]), usize::MAX)
         };
-        let skip = common_prefix_len_of_parts(first, parts(range.end - 1));
-        let skip = self.head_skip().min(skip);
+        let shared = common_prefix_len_of_parts(first, parts(range.end - 1));
+        let skip = self.head_skip().min(skip_for(shared, longest));
         if skip != self.head_skip() {
             self.set_head_skip(skip);
         }
@@ -3093,6 +3117,29 @@ mod tests {
             insert(node, &mut Vec::new(), 0x300);
             assert_eq!(node.head_skip(), 8);
         }
+        // Suffixes that fit in a head need no skip (and a lookup then
+        // reads no key to check the shared bytes).
+        let mut page = new_page();
+        let node = init_leaf(&mut page, b"k\x00", b"k\xff");
+        for (key, skip) in [
+            (&b"k\x01\x02\x03"[..], 3),
+            (b"k\x01\x02\x04", 2),
+            (b"k\x01\x05", 1),
+        ] {
+            node.insert(key, b"v").unwrap();
+            assert_eq!(node.head_skip(), skip, "inserts only lower it");
+        }
+        node.compactify();
+        assert_eq!(node.head_skip(), 0, "suffixes of at most 4 bytes");
+        node.insert(b"k\x01\x02\x03\x04\x05", b"v").unwrap();
+        assert_eq!(node.head_skip(), 0, "an insert never raises the skip");
+        node.compactify();
+        assert_eq!(
+            node.head_skip(),
+            1,
+            "a rebuild sets it when a suffix is longer"
+        );
+        check_invariants(node.as_page()).unwrap();
     }
 
     #[test]
