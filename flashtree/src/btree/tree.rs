@@ -118,75 +118,32 @@ pub enum LookupStop {
 /// and validates before trusting anything. When a child is not in memory it
 /// returns where it stopped: the caller loads the page and continues with
 /// [`lookup_resume`]; on any other restart it falls back to [`lookup`].
-///
-/// The step from the root to its child does not yield: the root's
-/// children are few (one node's fan-out) and used by every lookup, so they
-/// stay in the CPU caches, and a yield there costs a round through the
-/// executor (about 150 instructions per lookup in callgrind) without a
-/// miss to hide.
 pub async fn lookup_interleaved(
     bm: &BufferManager,
     root: PageId,
     key: &[u8],
     out: &mut Vec<u8>,
 ) -> std::result::Result<bool, LookupStop> {
-    let mut node = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
-    // False on the root only. (One loop, not the first step peeled off:
-    // two copies of the step left the binary search out of line.)
-    let mut below_root = false;
-    loop {
-        match lookup_step(bm, &node, key, out)? {
-            Step::Found(found) => return Ok(found),
-            Step::Child(next) => {
-                if below_root {
-                    next.prefetch();
-                    crate::sched::yield_now().await;
-                }
-                below_root = true;
-                node = next;
-            }
-        }
-    }
-}
-
-/// Where one step of [`lookup_interleaved`] got to.
-enum Step<'a> {
-    /// `node` was a leaf: whether it holds the key (the value is copied).
-    Found(bool),
-    /// `node` was an inner node: its child that covers the key, fixed
-    /// after `node` validated.
-    Child(GuardO<'a>),
-}
-
-/// One step of [`lookup_interleaved`] in `node`.
-#[inline(always)]
-fn lookup_step<'a>(
-    bm: &'a BufferManager,
-    node: &GuardO<'a>,
-    key: &[u8],
-    out: &mut Vec<u8>,
-) -> std::result::Result<Step<'a>, LookupStop> {
-    let n = racy_node(node);
-    if n.is_leaf() {
-        return read_leaf(node, key, out)
-            .map(Step::Found)
-            .map_err(LookupStop::Restart);
-    }
-    let child = n.child_for(key);
-    node.check().map_err(LookupStop::Restart)?;
-    let next = bm
-        .fix_optimistic(child)
-        .map_err(|e| stop(e, Some(node.stamp())))?;
-    node.check().map_err(LookupStop::Restart)?;
-    Ok(Step::Child(next))
-}
-
-/// A failed fix of `child` (read from `parent` as it still is, if any) as
-/// the reason [`lookup_interleaved`] stopped.
-fn stop(e: OpError, parent: Option<Stamp>) -> LookupStop {
-    match as_restart(e) {
+    // A failed fix of `child` (read from `parent` as it still is, if any).
+    let stop = |e: OpError, parent: Option<Stamp>| match as_restart(e) {
         Restart::Load(child) => LookupStop::Miss { child, parent },
         other => LookupStop::Restart(other),
+    };
+    let mut node = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
+    loop {
+        let n = racy_node(&node);
+        if n.is_leaf() {
+            return read_leaf(&node, key, out).map_err(LookupStop::Restart);
+        }
+        let child = n.child_for(key);
+        node.check().map_err(LookupStop::Restart)?;
+        let next = bm
+            .fix_optimistic(child)
+            .map_err(|e| stop(e, Some(node.stamp())))?;
+        node.check().map_err(LookupStop::Restart)?;
+        next.prefetch();
+        crate::sched::yield_now().await;
+        node = next;
     }
 }
 
