@@ -33,10 +33,13 @@
 //! 16  u16    count: number of slots
 //! 18  u16    heap_used_bytes: live heap bytes (keys + values + both fences)
 //! 20  u16    heap_start: first heap byte; the heap grows down
-//! 22  u16    prefix_len: bytes of the common fence prefix stripped from keys
+//! 22  u16    bits 0..9 prefix_len: bytes of the common fence prefix
+//!            stripped from keys; bits 9..16 head_skip: bytes at the start of
+//!            every stored key suffix that all of them share (see below)
 //! 24  u16    lower fence length   26  u16  upper fence length
 //! 28  ..     slot array, SLOT_BYTES = 8 per slot, sorted by key:
-//!            u32 key head (first 4 suffix bytes, big endian, zero padded),
+//!            u32 key head (the 4 suffix bytes after the first head_skip,
+//!            big endian, zero padded),
 //!            u32 packed: bits 0..13 heap offset, 13..22 key suffix length,
 //!            22..32 value length
 //! ..  E      heap: entries; an entry is the key suffix (key without the
@@ -59,6 +62,20 @@
 //! fence means minus infinity, an empty upper fence plus infinity. Every key
 //! between the two fences starts with their common prefix, which is stripped
 //! from stored keys (`prefix_len`).
+//!
+//! Head skip: every stored key suffix is at least `head_skip` bytes long, and
+//! all of them start with the same `head_skip` bytes (those of slot 0's), so
+//! the heads are taken after those bytes, where the keys differ. The fences
+//! often say little about the keys: the root's are infinite, and a tree of
+//! 8-byte big-endian numbers below 2^32 would have every head 0 there, each
+//! step of the binary search then comparing whole keys. Inserts lower the
+//! skip when a key shares fewer bytes (rewriting every head), removals leave
+//! it, rebuilds (compaction, split, merge, rebalance) set it to what the
+//! first and last key share; capped at 127 (7 bits). Where every suffix fits
+//! in a head (4 bytes) the skip is 0: the heads tell the keys apart anyway,
+//! and a lookup in a node with a skip first reads slot 0's key to check the
+//! shared bytes. An empty node's skip means nothing; nodes start with 127,
+//! and an insert into an empty node sets it to the key suffix's length.
 //!
 //! # Conventions for the tree code
 //! - Split keeps the upper half in place: `node.split(new_left, sep)` moves
@@ -107,13 +124,23 @@ const COMMON_HEADER_END: usize = crate::buffer::page::PAGE_HEADER_BYTES;
 const HDR_COUNT: usize = COMMON_HEADER_END;
 const HDR_HEAP_USED: usize = COMMON_HEADER_END + 2;
 const HDR_HEAP_START: usize = COMMON_HEADER_END + 4;
-const HDR_PREFIX_LEN: usize = COMMON_HEADER_END + 6;
+/// The prefix length (bits 0..[`PREFIX_LEN_BITS`]) and the head skip
+/// (the bits above), one u16.
+const HDR_PREFIX_AND_SKIP: usize = COMMON_HEADER_END + 6;
 const HDR_LOWER_LEN: usize = COMMON_HEADER_END + 8;
 const HDR_UPPER_LEN: usize = COMMON_HEADER_END + 10;
 /// End of the node header = start of the slot array.
 const NODE_HEADER_END: usize = COMMON_HEADER_END + 12;
 /// Where an inner node keeps its upper child (the last 8 bytes).
 const UPPER_CHILD_AT: usize = PAGE_SIZE - CHILD_BYTES;
+
+/// Bits of the prefix length in the u16 at [`HDR_PREFIX_AND_SKIP`]; the
+/// head skip takes the other 7.
+const PREFIX_LEN_BITS: u32 = 9;
+const PREFIX_LEN_MASK: usize = (1 << PREFIX_LEN_BITS) - 1;
+/// Most bytes a head skips (what the 7 bits hold).
+const HEAD_SKIP_MAX: usize = (1 << (16 - PREFIX_LEN_BITS)) - 1;
+const _: () = assert!(MAX_KEY_BYTES <= PREFIX_LEN_MASK);
 
 pub(crate) const SLOT_BYTES: usize = 8;
 const SLOT_HEAD: usize = 0;
@@ -267,7 +294,7 @@ fn init_page<'a>(
     node.write_u16(HDR_LOWER_LEN, lower_fence.len());
     node.write_u16(HDR_UPPER_LEN, upper_fence.len());
     node.write_u16(HDR_HEAP_USED, lower_fence.len() + upper_fence.len());
-    node.write_u16(HDR_PREFIX_LEN, common_prefix_len(lower_fence, upper_fence));
+    node.write_prefix_and_skip(common_prefix_len(lower_fence, upper_fence), HEAD_SKIP_MAX);
     if kind == PAGE_KIND_INNER {
         node.write_u64(UPPER_CHILD_AT, upper_child);
     }
@@ -308,15 +335,41 @@ pub struct Rebalance {
     pub separator: Vec<u8>,
 }
 
-/// Key head: the first four bytes of `a ++ b`, big endian, zero padded. Heads
-/// order like the keys they come from (ties need a full comparison), so most
-/// binary-search steps compare one integer held in the slot.
-fn head_of_parts(a: &[u8], b: &[u8]) -> u32 {
+/// Key head: the four bytes of `a ++ b` after its first `skip`, big
+/// endian, zero padded. Of keys that share their first `skip` bytes, heads
+/// order like the keys they come from (ties need a full comparison), so
+/// most binary-search steps compare one integer held in the slot.
+fn head_of_parts(a: &[u8], b: &[u8], skip: usize) -> u32 {
     let mut head = [0u8; 4];
-    for (dst, src) in head.iter_mut().zip(a.iter().chain(b)) {
+    for (dst, src) in head.iter_mut().zip(a.iter().chain(b).skip(skip)) {
         *dst = *src;
     }
     u32::from_be_bytes(head)
+}
+
+/// Bytes a head holds.
+const HEAD_BYTES: usize = 4;
+
+/// The head skip for key suffixes that share their first `shared` bytes
+/// and of which the longest has `longest` bytes: `shared` (at most 127),
+/// unless every suffix fits in a head, whose heads then tell them apart
+/// without a skip; a lookup in a node with a skip checks the shared bytes
+/// first, which costs a read of slot 0's key (another cache line).
+fn skip_for(shared: usize, longest: usize) -> usize {
+    if longest <= HEAD_BYTES {
+        0
+    } else {
+        shared.min(HEAD_SKIP_MAX)
+    }
+}
+
+/// Length of the longest common prefix of `a.0 ++ a.1` and `b.0 ++ b.1`.
+fn common_prefix_len_of_parts(a: (&[u8], &[u8]), b: (&[u8], &[u8])) -> usize {
+    a.0.iter()
+        .chain(a.1)
+        .zip(b.0.iter().chain(b.1))
+        .take_while(|(x, y)| x == y)
+        .count()
 }
 
 #[inline]
@@ -680,9 +733,22 @@ impl<B: NodeBytes> NodeView<B> {
     /// Where the common prefix of all keys lies in the page: the start of
     /// the lower fence, `prefix_len` bytes (clamped to the fence).
     pub fn prefix_range(self) -> Range<usize> {
+        self.prefix_range_of(self.read_u16(HDR_PREFIX_AND_SKIP))
+    }
+
+    /// [`NodeView::prefix_range`] with the header's u16 of prefix length
+    /// and head skip already read.
+    #[inline]
+    fn prefix_range_of(self, prefix_and_skip: usize) -> Range<usize> {
         let lower = self.lower_fence_range();
-        let len = self.read_u16(HDR_PREFIX_LEN).min(lower.len());
+        let len = (prefix_and_skip & PREFIX_LEN_MASK).min(lower.len());
         lower.start..lower.start + len
+    }
+
+    /// Bytes at the start of every stored key suffix that all of them
+    /// share, and that heads skip (see the module docs; up to 127).
+    pub fn head_skip(self) -> usize {
+        self.read_u16(HDR_PREFIX_AND_SKIP) >> PREFIX_LEN_BITS
     }
 
     /// Bytes stripped from the front of every stored key (clamped to the
@@ -787,7 +853,8 @@ impl<B: NodeBytes> NodeView<B> {
     #[inline]
     pub fn lower_bound(self, key: &[u8]) -> (usize, bool) {
         let count = self.count();
-        let prefix = self.prefix_range();
+        let prefix_and_skip = self.read_u16(HDR_PREFIX_AND_SKIP);
+        let prefix = self.prefix_range_of(prefix_and_skip);
         let prefix_len = prefix.len();
         if prefix_len > 0 {
             let shared_len = key.len().min(prefix_len);
@@ -809,8 +876,31 @@ impl<B: NodeBytes> NodeView<B> {
         }
         let suffix = &key[prefix_len..];
         let word = padded_word_of_tail(key, prefix_len);
-        // The head is the word's first 4 bytes.
-        let head = (word >> 32) as u32;
+        let skip = prefix_and_skip >> PREFIX_LEN_BITS;
+        let head_word = if skip == 0 {
+            word
+        } else {
+            // Every stored suffix starts with the `skip` bytes slot 0's
+            // does (in an empty node what is read does not matter: the
+            // answer is slot 0 anyway); the key's suffix must too.
+            let shared_len = suffix.len().min(skip);
+            let first = self.entry_key_range(0);
+            let order = if shared_len <= 8 {
+                let page = self.bytes.read_be_padded(first.start, shared_len);
+                page.cmp(&first_bytes_of_word(word, shared_len))
+            } else {
+                self.bytes
+                    .compare(first.start, shared_len, &suffix[..shared_len])
+            };
+            match order {
+                Ordering::Greater => return (0, false),
+                Ordering::Less => return (count, false),
+                Ordering::Equal if suffix.len() < skip => return (0, false),
+                Ordering::Equal => padded_word_of_tail(key, prefix_len + skip),
+            }
+        };
+        // The head is the first 4 bytes after the skipped ones.
+        let head = (head_word >> 32) as u32;
         let (mut low, mut high) = (0, count);
         // Bounded: the interval shrinks every step. (A branchless search
         // over the heads first, then one over the keys of equal heads,
@@ -975,6 +1065,40 @@ impl Node {
 
     fn write_u64(&mut self, at: usize, value: u64) {
         self.bytes[at..at + 8].copy_from_slice(&value.to_le_bytes());
+    }
+
+    fn write_prefix_and_skip(&mut self, prefix_len: usize, skip: usize) {
+        debug_assert!(prefix_len <= PREFIX_LEN_MASK && skip <= HEAD_SKIP_MAX);
+        self.write_u16(HDR_PREFIX_AND_SKIP, prefix_len | skip << PREFIX_LEN_BITS);
+    }
+
+    /// See [`NodeView::head_skip`].
+    pub fn head_skip(&self) -> usize {
+        self.view().head_skip()
+    }
+
+    /// Sets the head skip to `skip` (which every stored suffix must share)
+    /// and rewrites every slot's head for it.
+    fn set_head_skip(&mut self, skip: usize) {
+        self.write_prefix_and_skip(self.prefix_len(), skip);
+        for index in 0..self.count() {
+            let head = head_of_parts(self.key_suffix(index), &[], skip);
+            self.write_u32(NODE_HEADER_END + index * SLOT_BYTES + SLOT_HEAD, head);
+        }
+    }
+
+    /// The head skip once the key suffix `key_a ++ key_b` is stored too:
+    /// the present one, lowered to what the suffix shares with slot 0's
+    /// (all others share the present skip with slot 0); in an empty node,
+    /// the suffix's length. (An empty node's skip is 127, or what
+    /// [`Node::copy_entries_from`] set for the entries it is about to add.)
+    fn head_skip_with(&self, key_a: &[u8], key_b: &[u8]) -> usize {
+        let shared = if self.count() == 0 {
+            key_a.len() + key_b.len()
+        } else {
+            common_prefix_len_of_parts((key_a, key_b), (self.key_suffix(0), &[]))
+        };
+        self.head_skip().min(shared)
     }
 
     fn heap_start(&self) -> usize {
@@ -1232,6 +1356,10 @@ impl Node {
         let end = NODE_HEADER_END + count * SLOT_BYTES;
         self.bytes.copy_within(start + SLOT_BYTES..end, start);
         self.write_u16(HDR_COUNT, count - 1);
+        if count == 1 {
+            // Empty: the next insert sets the skip from its key alone.
+            self.write_prefix_and_skip(self.prefix_len(), HEAD_SKIP_MAX);
+        }
         self.write_u16(HDR_HEAP_USED, self.heap_used_bytes() - entry_bytes);
         // Cheap partial reclaim: the newest entry sits at the heap start.
         if s.offset == self.heap_start() {
@@ -1708,7 +1836,7 @@ impl Node {
         if !lower.is_empty() && !upper.is_empty() && lower >= upper {
             return Err("lower fence not below upper fence".to_string());
         }
-        let raw_prefix_len = self.read_u16(HDR_PREFIX_LEN);
+        let raw_prefix_len = self.read_u16(HDR_PREFIX_AND_SKIP) & PREFIX_LEN_MASK;
         if raw_prefix_len != common_prefix_len(lower, upper) {
             return Err(format!(
                 "prefix length {raw_prefix_len} does not match fences"
@@ -1730,7 +1858,14 @@ impl Node {
             if !leaf && s.value_len != CHILD_BYTES {
                 return Err(format!("inner slot {index} value is {} bytes", s.value_len));
             }
-            if s.head != head_of(self.key_suffix(index)) {
+            let (suffix, skip) = (self.key_suffix(index), self.head_skip());
+            let first = self.key_suffix(0);
+            if suffix.len() < skip || first.len() < skip || suffix[..skip] != first[..skip] {
+                return Err(format!(
+                    "slot {index} key does not share the {skip} bytes heads skip"
+                ));
+            }
+            if s.head != head_of(&suffix[skip..]) {
                 return Err(format!("slot {index} head does not match key"));
             }
             self.key_into(index, &mut key);
@@ -1795,6 +1930,10 @@ impl Node {
             self.compactify();
         }
         debug_assert!(self.contiguous_free_bytes() >= SLOT_BYTES + entry_bytes);
+        let skip = self.head_skip_with(key_a, key_b);
+        if skip != self.head_skip() {
+            self.set_head_skip(skip);
+        }
         let start = NODE_HEADER_END + slot * SLOT_BYTES;
         let end = NODE_HEADER_END + count * SLOT_BYTES;
         self.bytes.copy_within(start..end, start + SLOT_BYTES);
@@ -1811,7 +1950,7 @@ impl Node {
                 offset,
                 key_len,
                 value_len: value.len(),
-                head: head_of_parts(key_a, key_b),
+                head: head_of_parts(key_a, key_b, skip),
             },
         );
         self.write_u16(HDR_HEAP_USED, self.heap_used_bytes() + entry_bytes);
@@ -1828,16 +1967,40 @@ impl Node {
     fn copy_entries_from(&mut self, source: &Node, range: Range<usize>) {
         let prefix_len = self.prefix_len();
         let source_prefix = source.prefix();
-        for index in range {
+        // full key = source_prefix ++ suffix; store full_key[prefix_len..].
+        let parts = |index: usize| {
             let suffix = source.key_suffix(index);
-            // full key = source_prefix ++ suffix; store full_key[prefix_len..].
-            let (key_a, key_b) = if prefix_len <= source_prefix.len() {
+            if prefix_len <= source_prefix.len() {
                 (&source_prefix[prefix_len..], suffix)
             } else {
                 let skip = prefix_len - source_prefix.len();
                 debug_assert!(skip <= suffix.len());
                 (&[][..], suffix.get(skip..).unwrap_or(&[]))
-            };
+            }
+        };
+        if range.is_empty() {
+            return;
+        }
+        // The skip the node ends with (what its first key shares with the
+        // range's last), set once: each entry then leaves it as it is,
+        // rather than lowering it, and rewriting the heads, step by step.
+        let (first, longest) = if self.count() == 0 {
+            let longest = range.clone().map(|i| {
+                let (a, b) = parts(i);
+                a.len() + b.len()
+            });
+            (parts(range.start), longest.max().unwrap_or(0))
+        } else {
+            // (Not raised here when the node's keys did not need it.)
+            ((self.key_suffix(0), &[][..]), usize::MAX)
+        };
+        let shared = common_prefix_len_of_parts(first, parts(range.end - 1));
+        let skip = self.head_skip().min(skip_for(shared, longest));
+        if skip != self.head_skip() {
+            self.set_head_skip(skip);
+        }
+        for index in range {
+            let (key_a, key_b) = parts(index);
             self.push_entry(key_a, key_b, source.value(index));
         }
     }
@@ -1936,14 +2099,16 @@ impl Footprint {
 
 impl Node {
     /// Where [`Node::insert_found`] with these arguments writes, or None
-    /// when it may rewrite the whole node (it compacts the heap first).
-    /// Requires that the insert fits (`fits(found, key_len, value_len)`).
+    /// when it may rewrite the whole node (it compacts the heap first, or
+    /// the key lowers the head skip, which rewrites every head).
+    /// Requires that the insert fits (`fits(found, key.len(), value_len)`).
     pub fn insert_footprint(
         &self,
         found: (usize, bool),
-        key_len: usize,
+        key: &[u8],
         value_len: usize,
     ) -> Option<Footprint> {
+        let key_len = key.len();
         debug_assert!(self.fits(found, key_len, value_len));
         let (slot, exact) = found;
         let count = self.count();
@@ -1954,6 +2119,12 @@ impl Node {
             let start = old.offset + old.key_len;
             footprint.push(start, start + value_len);
             return Some(footprint);
+        }
+        // (A replace stores the same key again: the skip stays, or, when
+        // the node held only that key, only its own head changes.)
+        let suffix = key.get(self.prefix_len()..).unwrap_or(&[]);
+        if !exact && count > 0 && self.head_skip_with(&[], suffix) != self.head_skip() {
+            return None;
         }
         let entry_bytes = key_len.saturating_sub(self.prefix_len()) + value_len;
         // The heap start and the slot count after the removal a replace
@@ -2178,7 +2349,7 @@ mod tests {
                         let found = node.lower_bound(&key);
                         let footprint = node
                             .fits(found, key.len(), value.len())
-                            .then(|| node.insert_footprint(found, key.len(), value.len()));
+                            .then(|| node.insert_footprint(found, &key, value.len()));
                         match node.insert(&key, &value) {
                             Ok(()) => {
                                 if let Some(Some(footprint)) = footprint {
@@ -2351,7 +2522,8 @@ mod tests {
         ) {
             prop_assert_eq!(compare_keys(&a, &b), a.cmp(&b));
             prop_assert_eq!(compare_keys(&a, &a), Ordering::Equal);
-            prop_assert_eq!(head_of(&a), head_of_parts(&a, &[]));
+            prop_assert_eq!(head_of(&a), head_of_parts(&a, &[], 0));
+            prop_assert_eq!(head_of(&a[a.len().min(2)..]), head_of_parts(&a[..a.len().min(1)], &a[a.len().min(1)..], 2));
             for from in 0..=a.len() {
                 prop_assert_eq!(padded_word_of_tail(&a, from), padded_word(&a[from..]));
             }
@@ -2621,6 +2793,7 @@ mod tests {
             n.space_used_bytes() as u64,
             n.free_space_bytes() as u64,
             n.prefix_len() as u64,
+            n.head_skip() as u64,
             u64::from(n.has_space_for(MAX_KEY_BYTES, 100)),
             n.upper_child(),
         ]);
@@ -2838,7 +3011,10 @@ mod tests {
         assert!(err.unwrap_err().contains("head"));
         // Wrong page kind, bad prefix length, count too large.
         assert!(corrupt(&|p| p[PAGE_KIND_OFFSET] = 9).is_err());
-        assert!(corrupt(&|p| p[HDR_PREFIX_LEN] = 1).is_err());
+        assert!(corrupt(&|p| p[HDR_PREFIX_AND_SKIP] = 1).is_err());
+        // A head skip of 2 where the keys are "b", "c" and "d".
+        let err = corrupt(&|p| p[HDR_PREFIX_AND_SKIP + 1] |= 2 << (PREFIX_LEN_BITS - 8));
+        assert!(err.unwrap_err().contains("share"));
         assert!(corrupt(&|p| p[HDR_COUNT + 1] = 0xFF).is_err());
         // Key outside the fences (rewrite last key and its head consistently).
         let err = corrupt(&|p| {
@@ -2849,6 +3025,121 @@ mod tests {
                 .copy_from_slice(&head_of(&[b'z' + 1]).to_le_bytes());
         });
         assert!(err.unwrap_err().contains("upper fence"));
+    }
+
+    /// Keys that share bytes the fences do not (the root's case: empty
+    /// fences, 8-byte big-endian numbers below 2^24): the heads skip them;
+    /// a key that shares fewer lowers the skip and rewrites every head
+    /// (and the insert's footprint is the whole page); removals leave it,
+    /// compaction sets it again, an empty node starts over; lookups of
+    /// keys that do not share the bytes land before or after every key.
+    /// Both views agree with slices throughout.
+    #[test]
+    fn heads_skip_the_bytes_all_keys_share() {
+        for inner in [false, true] {
+            let mut page = new_page();
+            let node = if inner {
+                init_inner(&mut page, &[], &[], 7)
+            } else {
+                init_leaf(&mut page, &[], &[])
+            };
+            assert_eq!(node.head_skip(), HEAD_SKIP_MAX);
+            let insert = |node: &mut Node, stored: &mut Vec<Vec<u8>>, key: u64| {
+                let key = key.to_be_bytes();
+                if !inner {
+                    let found = node.lower_bound(&key);
+                    let lowers = node.count() > 0
+                        && common_prefix_len(&key, node.key_suffix(0)) < node.head_skip();
+                    assert_eq!(node.insert_footprint(found, &key, 1).is_none(), lowers);
+                    node.insert(&key, b"v").unwrap();
+                } else {
+                    node.insert_separator(&key, 100).unwrap();
+                }
+                check_invariants(node.as_page()).unwrap();
+                stored.push(key.to_vec());
+                stored.sort();
+            };
+            let check = |node: &Node, stored: &[Vec<u8>]| {
+                let mut probes: Vec<Vec<u8>> = vec![vec![], vec![0; 3], vec![0; 9], vec![0xFF; 9]];
+                for k in stored {
+                    let n = u64::from_be_bytes(k[..].try_into().unwrap());
+                    for p in [n, n - 1, n + 1] {
+                        probes.push(p.to_be_bytes().to_vec());
+                    }
+                    let mut longer = k.clone();
+                    longer.push(0);
+                    probes.push(longer);
+                    probes.push(k[..6].to_vec());
+                }
+                for p in [0, 0x0F_FFFF, 0x14_0000, 1 << 40, u64::MAX] {
+                    probes.push(u64::to_be_bytes(p).to_vec());
+                }
+                for probe in &probes {
+                    let at = stored.partition_point(|k| k < probe);
+                    let expected = (at, stored.get(at) == Some(probe));
+                    assert_eq!(
+                        node.lower_bound(probe),
+                        expected,
+                        "probe {probe:?} in {node:?}"
+                    );
+                    assert_eq!(racy_view(node.as_page()).lower_bound(probe), expected);
+                }
+            };
+            let mut keys = Vec::new();
+            insert(node, &mut keys, 0x12_3456);
+            assert_eq!(node.head_skip(), 8, "one key: all of it");
+            insert(node, &mut keys, 0x12_3400);
+            assert_eq!(node.head_skip(), 7);
+            for key in (0x10_0001..0x14_0000u64).step_by(0x2345) {
+                insert(node, &mut keys, key);
+            }
+            assert_eq!(node.head_skip(), 5, "00 00 00 00 00 1x: five bytes");
+            check(node, &keys);
+            let heads: std::collections::BTreeSet<u32> =
+                (0..node.count()).map(|i| node.slot(i).head).collect();
+            assert_eq!(heads.len(), node.count(), "the heads tell every key apart");
+            insert(node, &mut keys, 1 << 32);
+            assert_eq!(node.head_skip(), 3, "00 00 00 01: three bytes");
+            check(node, &keys);
+            assert!(node.remove(&(1u64 << 32).to_be_bytes()));
+            keys.pop();
+            assert_eq!(node.head_skip(), 3, "a removal leaves the skip");
+            check(node, &keys);
+            node.compactify();
+            assert_eq!(node.head_skip(), 5, "compaction sets it again");
+            check_invariants(node.as_page()).unwrap();
+            check(node, &keys);
+            while node.count() > 0 {
+                node.remove_slot(0);
+            }
+            assert_eq!(node.head_skip(), HEAD_SKIP_MAX);
+            check(node, &[]);
+            insert(node, &mut Vec::new(), 0x300);
+            assert_eq!(node.head_skip(), 8);
+        }
+        // Suffixes that fit in a head need no skip (and a lookup then
+        // reads no key to check the shared bytes).
+        let mut page = new_page();
+        let node = init_leaf(&mut page, b"k\x00", b"k\xff");
+        for (key, skip) in [
+            (&b"k\x01\x02\x03"[..], 3),
+            (b"k\x01\x02\x04", 2),
+            (b"k\x01\x05", 1),
+        ] {
+            node.insert(key, b"v").unwrap();
+            assert_eq!(node.head_skip(), skip, "inserts only lower it");
+        }
+        node.compactify();
+        assert_eq!(node.head_skip(), 0, "suffixes of at most 4 bytes");
+        node.insert(b"k\x01\x02\x03\x04\x05", b"v").unwrap();
+        assert_eq!(node.head_skip(), 0, "an insert never raises the skip");
+        node.compactify();
+        assert_eq!(
+            node.head_skip(),
+            1,
+            "a rebuild sets it when a suffix is longer"
+        );
+        check_invariants(node.as_page()).unwrap();
     }
 
     #[test]

@@ -60,6 +60,15 @@ impl<T> LazyArray<T> {
         self.ptr
     }
 
+    /// Element `index`, or None beyond the end (one comparison, for
+    /// callers that handle an index out of range themselves).
+    #[inline]
+    pub(crate) fn try_get(&self, index: usize) -> Option<&T> {
+        // SAFETY: in bounds (checked first); the mapping is zeroed, and
+        // all-zero is a valid T.
+        (index < self.len).then(|| unsafe { &*self.ptr.add(index) })
+    }
+
     #[inline]
     pub(crate) fn get(&self, index: usize) -> &T {
         assert!(index < self.len, "index {index} beyond {}", self.len);

@@ -470,12 +470,20 @@ impl BufferManager {
 
     fn check_pid(&self, pid: PageId) -> std::result::Result<(), OpError> {
         if pid >= self.next_page_id() || pid as usize >= self.pages.len() {
-            return Err(OpError::Fatal(Error::Corrupt(format!(
-                "reference to page {pid}, beyond the {} allocated",
-                self.next_page_id()
-            ))));
+            return Err(self.beyond_allocated(pid));
         }
         Ok(())
+    }
+
+    /// The error of a reference to `pid`, a page beyond those allocated
+    /// (out of line: the lookup path only branches to it).
+    #[cold]
+    #[inline(never)]
+    fn beyond_allocated(&self, pid: PageId) -> OpError {
+        OpError::Fatal(Error::Corrupt(format!(
+            "reference to page {pid}, beyond the {} allocated",
+            self.next_page_id()
+        )))
     }
 
     /// True when the page is readable and nobody changed or evicted it
@@ -510,18 +518,26 @@ impl BufferManager {
     /// Optimistic latch: no write to shared memory on the fast path.
     #[inline]
     pub fn fix_optimistic(&self, pid: PageId) -> std::result::Result<GuardO<'_>, OpError> {
-        self.check_pid(pid)?;
-        let state = self.state(pid);
+        // The page's entry looked up once (one bounds check; `check_pid`
+        // and then `state` and `frame_of` took three: the atomic load of
+        // the allocation bound between them made the compiler reload the
+        // length), and the error paths out of line.
+        let Some(entry) = self.pages.try_get(pid as usize) else {
+            return Err(self.beyond_allocated(pid));
+        };
+        if pid >= self.next_page_id() {
+            return Err(self.beyond_allocated(pid));
+        }
+        let state = &entry.state;
         let word = state.load();
         if !readable(word) {
-            return Err(match state_of(word) {
-                EVICTED => Restart::Load(pid),
-                LOADING => Restart::Loading(pid),
-                _ => Restart::Retry,
-            }
-            .into());
+            return Err(not_readable(pid, word));
         }
-        let frame = self.frame_of(pid).ok_or(Restart::Retry)?;
+        let f = entry.frame.load(Ordering::Acquire);
+        if f == 0 || f > self.frame_count {
+            return Err(Restart::Retry.into());
+        }
+        let frame = f - 1;
         state.touch(word);
         Ok(GuardO {
             bm: self,
@@ -609,6 +625,19 @@ pub struct Stamp {
     /// The page.
     pub pid: PageId,
     version: u64,
+}
+
+/// Why an optimistic fix of `pid`, whose state word is `word` (not
+/// readable), restarts (out of line: the lookup path only branches to it).
+#[cold]
+#[inline(never)]
+fn not_readable(pid: PageId, word: u64) -> OpError {
+    match state_of(word) {
+        EVICTED => Restart::Load(pid),
+        LOADING => Restart::Loading(pid),
+        _ => Restart::Retry,
+    }
+    .into()
 }
 
 /// An optimistic latch: read, then [`GuardO::validate`]; a failed validation

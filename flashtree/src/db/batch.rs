@@ -395,7 +395,7 @@ pub(crate) fn apply_step(
                     }
                     continue; // entry i again, into the right half
                 }
-                let footprint = n.insert_footprint(slot, key.len(), value.len());
+                let footprint = n.insert_footprint(slot, key, value.len());
                 let leaf = &mut held[index];
                 save_footprint(leaf, footprint.as_ref());
                 let pid = leaf.guard.pid();
@@ -946,7 +946,7 @@ mod tests {
             let node = Node::from_page_mut(&mut page);
             let key = i.to_be_bytes();
             let found = node.lower_bound(&key);
-            let footprint = node.insert_footprint(found, key.len(), value_len).unwrap();
+            let footprint = node.insert_footprint(found, &key, value_len).unwrap();
             undo.save(node.as_page(), &footprint);
             node.insert_found(found, &key, &vec![7; value_len]).unwrap();
         }
