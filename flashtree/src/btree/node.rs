@@ -594,6 +594,19 @@ impl<B: NodeBytes> NodeView<B> {
         usize::from(u16::from_le_bytes(self.bytes.read(at)))
     }
 
+    /// The `len` stored bytes at `at` against `key[..len]` (`len` at most
+    /// `key.len()`); `key_word` is [`padded_word`] of `key`: with 8 bytes
+    /// or fewer, one word compare.
+    #[inline(always)]
+    fn compare_stored(self, at: usize, len: usize, key: &[u8], key_word: u64) -> Ordering {
+        if len <= 8 {
+            let page = self.bytes.read_be_padded(at, len);
+            page.cmp(&first_bytes_of_word(key_word, len))
+        } else {
+            self.bytes.compare(at, len, &key[..len])
+        }
+    }
+
     #[inline]
     fn read_u32(self, at: usize) -> u32 {
         u32::from_le_bytes(self.bytes.read(at))
@@ -860,13 +873,7 @@ impl<B: NodeBytes> NodeView<B> {
             let shared_len = key.len().min(prefix_len);
             // The prefix's first bytes against the key's (page vs key):
             // one word when they fit in one (keys of 8 bytes or fewer).
-            let order = if shared_len <= 8 {
-                let page = self.bytes.read_be_padded(prefix.start, shared_len);
-                page.cmp(&first_bytes_of_word(padded_word(key), shared_len))
-            } else {
-                self.bytes
-                    .compare(prefix.start, shared_len, &key[..shared_len])
-            };
+            let order = self.compare_stored(prefix.start, shared_len, key, padded_word(key));
             match order {
                 Ordering::Greater => return (0, false),
                 Ordering::Less => return (count, false),
@@ -885,13 +892,7 @@ impl<B: NodeBytes> NodeView<B> {
             // answer is slot 0 anyway); the key's suffix must too.
             let shared_len = suffix.len().min(skip);
             let first = self.entry_key_range(0);
-            let order = if shared_len <= 8 {
-                let page = self.bytes.read_be_padded(first.start, shared_len);
-                page.cmp(&first_bytes_of_word(word, shared_len))
-            } else {
-                self.bytes
-                    .compare(first.start, shared_len, &suffix[..shared_len])
-            };
+            let order = self.compare_stored(first.start, shared_len, suffix, word);
             match order {
                 Ordering::Greater => return (0, false),
                 Ordering::Less => return (count, false),
