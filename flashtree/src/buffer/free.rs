@@ -68,7 +68,8 @@ impl FreePages {
     }
 
     /// Moves the kept ids that `free_at_checkpoint` (sorted) lists to
-    /// `discarding` and returns them, sorted.
+    /// `discarding` and returns them, sorted (when none, there is nothing
+    /// to hand back with [`FreePages::discard_done`]).
     pub(crate) fn take_for_discard(&mut self, free_at_checkpoint: &[PageId]) -> Vec<PageId> {
         debug_assert!(free_at_checkpoint.windows(2).all(|w| w[0] <= w[1]));
         assert!(

@@ -394,11 +394,10 @@ impl BufferManager {
     /// free, unless an earlier call did (see `buffer::free`): holes punched
     /// in files, ranges discarded on block devices. A device that refuses
     /// (no hole punching) turns discards off for this open; the pages stay
-    /// free either way, so this never fails the store. Returns the pages
-    /// discarded.
-    pub fn discard_free_pages(&self, free_at_checkpoint: &[PageId]) -> u64 {
+    /// free either way, so this never fails the store.
+    pub fn discard_free_pages(&self, free_at_checkpoint: &[PageId]) {
         if !self.discard_works.load(Ordering::Relaxed) || self.storage.is_read_only() {
-            return 0;
+            return;
         }
         let pids = self
             .free_pids
@@ -406,11 +405,7 @@ impl BufferManager {
             .unwrap_or_else(|e| e.into_inner())
             .take_for_discard(free_at_checkpoint);
         if pids.is_empty() {
-            self.free_pids
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .discard_done(true);
-            return 0;
+            return;
         }
         let done = self.storage.discard_pages(&pids);
         self.free_pids
@@ -421,12 +416,10 @@ impl BufferManager {
             Ok(_) => {
                 self.pages_discarded
                     .fetch_add(pids.len() as u64, Ordering::Relaxed);
-                pids.len() as u64
             }
             Err(e) => {
                 self.discard_works.store(false, Ordering::Relaxed);
                 eprintln!("flashtree: freed pages are no longer discarded: {e}");
-                0
             }
         }
     }
