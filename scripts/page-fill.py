@@ -7,7 +7,8 @@ Usage:
       --data-factor 10 --cores 0 --seconds 1 --tasks 512 --keep-data --dir D
   python3 scripts/page-fill.py D/flashtree/data.ft
 
-Reads the node header of every 4 KiB page (format versions 3 and 4; layout:
+Reads the node header of every 4 KiB page (format versions 3 to 5; in 5 the
+first two blocks are the superblock copies, counted as another kind; layout:
 docs/FORMAT.md, flashtree/src/btree/node.rs): u16 page kind at offset 4
 (1 leaf, 2 inner), u16 count at 16, u16 heap bytes at 18, slots of 8 bytes
 from 28 (u32 key head, u32 packed: bits 22..32 the value length). Fill =

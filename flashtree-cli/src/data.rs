@@ -17,11 +17,53 @@ use std::path::{Path, PathBuf};
 /// Where a store is and how to open it.
 #[derive(clap::Args, Debug)]
 pub struct StoreArgs {
-    /// The store's directory.
+    /// The store's directory, or its first block device (e.g. /dev/nvme0n1).
     pub dir: PathBuf,
+    /// More block devices of the store, striped (RAID0) after the first, in
+    /// the order the store was created with (repeat the option).
+    #[arg(long)]
+    pub device: Vec<PathBuf>,
+    /// With --create on block devices: erase a device even when it holds a
+    /// partition table, a file system or another store.
+    #[arg(long)]
+    pub force: bool,
     /// Buffer pool size in MiB.
     #[arg(long, default_value_t = 64)]
     pub pool_mib: u64,
+}
+
+impl StoreArgs {
+    /// The block devices of the store, when its path is one.
+    pub fn block_devices(&self) -> Option<Vec<PathBuf>> {
+        use std::os::unix::fs::FileTypeExt;
+        let is_device = std::fs::metadata(&self.dir).is_ok_and(|m| m.file_type().is_block_device());
+        (is_device || !self.device.is_empty()).then(|| {
+            std::iter::once(self.dir.clone())
+                .chain(self.device.iter().cloned())
+                .collect()
+        })
+    }
+}
+
+/// Opens the store at `store` with `options`: a directory, or block
+/// devices (created only when `create` was asked for explicitly).
+pub fn open_with(store: &StoreArgs, options: Options, create: bool) -> Result<Db, String> {
+    let dir = &store.dir;
+    if let Some(devices) = store.block_devices() {
+        let options = Options {
+            create_on_block_devices: create,
+            force_create: store.force,
+            ..options
+        };
+        return Db::open_devices(&devices, options).map_err(|e| format!("{}: {e}", dir.display()));
+    }
+    if !create && !dir.is_dir() {
+        return Err(format!(
+            "{}: no store there (no such directory)",
+            dir.display()
+        ));
+    }
+    Db::open(dir, options).map_err(|e| format!("{}: {e}", dir.display()))
 }
 
 /// One record's place.
@@ -115,9 +157,13 @@ pub struct LoadArgs {
     /// any input; sorted input can take more.
     #[arg(long, default_value_t = 250)]
     pub batch: usize,
-    /// Refuse to load into a store that does not exist yet (default: create it).
+    /// Refuse to load into a store that does not exist yet (default: create
+    /// it in a directory; on block devices only with --create).
     #[arg(long)]
     pub no_create: bool,
+    /// Create the store on block devices that hold none (erases them).
+    #[arg(long)]
+    pub create: bool,
 }
 
 /// `flashtree stats`.
@@ -131,13 +177,6 @@ pub struct StatsArgs {
 }
 
 fn open(store: &StoreArgs, create: bool) -> Result<Db, String> {
-    let dir = &store.dir;
-    if !create && !dir.is_dir() {
-        return Err(format!(
-            "{}: no store there (no such directory)",
-            dir.display()
-        ));
-    }
     let options = Options {
         pool_bytes: store.pool_mib << 20,
         workers: 1,
@@ -145,7 +184,7 @@ fn open(store: &StoreArgs, create: bool) -> Result<Db, String> {
         create_if_missing: create,
         ..Options::default()
     };
-    Db::open(dir, options).map_err(|e| format!("{}: {e}", dir.display()))
+    open_with(store, options, create)
 }
 
 /// The existing tree `name` (reading commands never create one).
@@ -416,7 +455,8 @@ pub fn load(args: LoadArgs) -> Result<(), String> {
         .input
         .as_ref()
         .map_or("standard input".to_string(), |p| p.display().to_string());
-    let db = open(&args.store, !args.no_create)?;
+    let on_devices = args.store.block_devices().is_some();
+    let db = open(&args.store, !args.no_create && (!on_devices || args.create))?;
     let bar = match total_bytes {
         Some(len) => flashtree_bench::util::progress_bar(len, "load"),
         None => indicatif::ProgressBar::new_spinner(),
@@ -485,6 +525,65 @@ struct StoreStats {
     log_bytes: u64,
     /// How writes are placed by lifetime (`Db::placement`).
     placement: String,
+    /// The regions of each device (from its superblock) and how full each is.
+    regions: Vec<RegionStats>,
+}
+
+#[derive(serde::Serialize)]
+struct RegionStats {
+    device: String,
+    region: &'static str,
+    start: u64,
+    /// 0 for a file's data region: it grows.
+    bytes: u64,
+    /// What is in use: the last checkpoint (in each slot), the log rings,
+    /// nothing in temp (bulk loading, its user, is not built yet), the
+    /// allocated pages' share of this device.
+    used_bytes: u64,
+}
+
+/// The regions of every device of `db`, with what each holds.
+fn region_stats(db: &Db, pages_allocated: u64) -> Vec<RegionStats> {
+    let layout = db.layout();
+    let n = layout.len() as u64;
+    let checkpoint_bytes = db.checkpoint_bytes();
+    let mut out = Vec::new();
+    for (path, sb) in &layout {
+        let device = path.display().to_string();
+        let r = &sb.regions;
+        if sb.regions_on_devices() {
+            let slots = r.checkpoint.bytes / sb.checkpoint_slot_bytes.max(1);
+            out.push(RegionStats {
+                device: device.clone(),
+                region: "checkpoint",
+                start: r.checkpoint.start,
+                bytes: r.checkpoint.bytes,
+                used_bytes: checkpoint_bytes * slots,
+            });
+            out.push(RegionStats {
+                device: device.clone(),
+                region: "log",
+                start: r.log.start,
+                bytes: r.log.bytes,
+                used_bytes: r.log.bytes,
+            });
+            out.push(RegionStats {
+                device: device.clone(),
+                region: "temp",
+                start: r.temp.start,
+                bytes: r.temp.bytes,
+                used_bytes: 0,
+            });
+        }
+        out.push(RegionStats {
+            device,
+            region: "data",
+            start: r.data.start,
+            bytes: r.data.bytes,
+            used_bytes: pages_allocated.div_ceil(n) * flashtree::io::PAGE_SIZE as u64,
+        });
+    }
+    out
 }
 
 #[derive(serde::Serialize)]
@@ -523,11 +622,29 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
         });
     }
     let placement = db.placement().to_string();
+    let regions = region_stats(&db, report.pages_allocated);
+    let on_devices = args.store.block_devices().is_some();
     close(db, dir)?;
     let (mut data_bytes, mut log_bytes, mut store_bytes) = (0, 0, 0);
     let mut data_allocated_bytes = 0;
-    let entries = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-    for entry in entries.flatten() {
+    let entries = if on_devices {
+        for r in &regions {
+            store_bytes += r.bytes;
+            match r.region {
+                "log" => log_bytes += r.bytes,
+                "data" => data_bytes += r.bytes,
+                _ => {}
+            }
+        }
+        // Discarded pages stay part of a device's size.
+        data_allocated_bytes = data_bytes;
+        Vec::new()
+    } else {
+        std::fs::read_dir(dir)
+            .map_err(|e| format!("{}: {e}", dir.display()))?
+            .collect()
+    };
+    for entry in entries.into_iter().flatten() {
         let metadata = entry.metadata().ok();
         let len = metadata.as_ref().map_or(0, |m| m.len());
         let name = entry.file_name().to_string_lossy().to_string();
@@ -556,6 +673,7 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
         data_allocated_bytes,
         log_bytes,
         placement,
+        regions,
     };
     if args.json {
         println!(
@@ -588,10 +706,35 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
         stats.pages_leaked,
         stats.leaf_fill * 100.0
     );
-    println!(
-        "bytes: {} in the store ({} data, {} of them allocated on disk; {} log; the rest checkpoint slots)",
-        stats.store_bytes, stats.data_bytes, stats.data_allocated_bytes, stats.log_bytes
-    );
+    if on_devices {
+        println!(
+            "bytes: {} in the store's regions ({} data, {} log; the rest checkpoint slots and temp)",
+            stats.store_bytes, stats.data_bytes, stats.log_bytes
+        );
+    } else {
+        println!(
+            "bytes: {} in the store ({} data, {} of them allocated on disk; {} log; the rest checkpoint slots)",
+            stats.store_bytes, stats.data_bytes, stats.data_allocated_bytes, stats.log_bytes
+        );
+    }
     println!("placement: {}", stats.placement);
+    println!(
+        "{:<28} {:<11} {:>14} {:>16} {:>16}",
+        "device", "region", "start", "bytes", "used bytes"
+    );
+    for r in &stats.regions {
+        let bytes = if r.bytes == 0 && r.region == "data" {
+            "grows".to_string()
+        } else {
+            r.bytes.to_string()
+        };
+        println!(
+            "{:<28} {:<11} {:>14} {:>16} {:>16}",
+            r.device, r.region, r.start, bytes, r.used_bytes
+        );
+    }
+    if !on_devices {
+        println!("(a store in files keeps its checkpoint slots and logs in files beside data.ft)");
+    }
     Ok(())
 }

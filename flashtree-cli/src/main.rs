@@ -70,24 +70,21 @@ enum BenchCommand {
 
 #[derive(clap::Args)]
 struct CheckArgs {
-    /// The store's directory.
-    dir: std::path::PathBuf,
-    /// Buffer pool size in MiB.
-    #[arg(long, default_value_t = 128)]
-    pool_mib: u64,
+    #[command(flatten)]
+    store: data::StoreArgs,
 }
 
 /// `flashtree check DIR`.
 fn check(args: CheckArgs) -> Result<(), String> {
-    use flashtree::db::{Db, Options};
+    use flashtree::db::Options;
     let options = Options {
-        pool_bytes: args.pool_mib << 20,
+        pool_bytes: args.store.pool_mib << 20,
         workers: 1,
         create_if_missing: false,
         ..Options::default()
     };
-    let dir = &args.dir;
-    let db = Db::open(dir, options).map_err(|e| format!("{}: {e}", dir.display()))?;
+    let dir = &args.store.dir;
+    let db = data::open_with(&args.store, options, false)?;
     let recovery = db.stats().recovery;
     let report = db.check().map_err(|e| format!("{}: {e}", dir.display()))?;
     db.close().map_err(|e| format!("{}: {e}", dir.display()))?;

@@ -7,7 +7,11 @@
 //! ways (`LogWrites::Auto`, `Inline` or `Channel`), picked at random per
 //! kill.
 //!
-//! `cargo test` runs 20 kills. A long series:
+//! The same series runs on a store on two loop devices (RAID0, regions
+//! for its logs and checkpoint slots) when the tests run as root; without
+//! root it prints why it skips.
+//!
+//! `cargo test` runs 20 kills (10 on the loop devices). A long series:
 //! `FLASHTREE_KILLS=1000 cargo test --release -p flashtree --test crash_kill -- --nocapture`
 //! (`FLASHTREE_KILL_SEED` picks the seed; a failure prints the command that
 //! replays its series).
@@ -17,8 +21,11 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
+
+#[path = "common/loops.rs"]
+mod loops;
 
 const CHILD_ENV: &str = "FLASHTREE_KILL_CHILD";
 const TREES: usize = 3;
@@ -86,13 +93,27 @@ fn contents(db: &Db) -> Model {
         .collect()
 }
 
+/// Opens the store at `target`: a directory, or block devices joined
+/// by `+` (created only with `create`).
+fn open(target: &str, options: Options, create: bool) -> flashtree::Result<Db> {
+    if target.starts_with("/dev/") {
+        let devices: Vec<PathBuf> = target.split('+').map(PathBuf::from).collect();
+        let options = Options {
+            create_on_block_devices: create,
+            ..options
+        };
+        return Db::open_devices(&devices, options);
+    }
+    Db::open(Path::new(target), options)
+}
+
 /// The child: commits batches `from..` until it is killed.
-fn child(dir: &Path, seed: u64, from: u64, log_writes: LogWrites) {
+fn child(target: &str, seed: u64, from: u64, log_writes: LogWrites) {
     let options = Options {
         log_writes,
         ..options()
     };
-    let db = Db::open(dir, options).unwrap();
+    let db = open(target, options, false).unwrap();
     let trees = trees(&db);
     for n in from.. {
         let mut batch = WriteBatch::new();
@@ -118,35 +139,76 @@ fn acked(line: &str) -> Option<u64> {
 fn killed_processes_lose_no_acknowledged_batch() {
     if let Ok(spec) = std::env::var(CHILD_ENV) {
         let mut parts = spec.split(',');
-        let dir = parts.next().unwrap().to_string();
+        let target = parts.next().unwrap().to_string();
         let seed: u64 = parts.next().unwrap().parse().unwrap();
         let from: u64 = parts.next().unwrap().parse().unwrap();
         let log_writes: LogWrites = parts.next().unwrap().parse().unwrap();
-        child(Path::new(&dir), seed, from, log_writes);
+        child(&target, seed, from, log_writes);
         return;
     }
     let kills: u64 = std::env::var("FLASHTREE_KILLS")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
+    let dir = tempfile::tempdir().unwrap();
+    series(
+        &dir.path().display().to_string(),
+        kills,
+        "crash_kill",
+        false,
+    );
+}
+
+#[test]
+fn killed_processes_on_two_loop_devices_lose_no_acknowledged_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let devices = match loops::make(dir.path(), 2, 48 << 20) {
+        Ok(devices) => devices,
+        Err(why) => {
+            eprintln!("skipped: {why}");
+            return;
+        }
+    };
+    let kills: u64 = std::env::var("FLASHTREE_DEVICE_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(10);
+    let target: Vec<String> = devices
+        .iter()
+        .map(|d| d.path.display().to_string())
+        .collect();
+    series(
+        &target.join("+"),
+        kills,
+        "crash_kill killed_processes_on_two_loop_devices",
+        true,
+    );
+}
+
+/// Kills `kills` children committing to the store at `target`, checking
+/// the store after each.
+fn series(target: &str, kills: u64, test: &str, devices: bool) {
     let seed: u64 = std::env::var("FLASHTREE_KILL_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or_else(rand::random);
+    let kills_var = if devices {
+        "FLASHTREE_DEVICE_KILLS"
+    } else {
+        "FLASHTREE_KILLS"
+    };
+    let (file, filter) = test.split_once(' ').unwrap_or((test, ""));
     let replay = format!(
-        "FLASHTREE_KILLS={kills} FLASHTREE_KILL_SEED={seed} cargo test --release -p flashtree --test crash_kill -- --nocapture"
+        "{kills_var}={kills} FLASHTREE_KILL_SEED={seed} cargo test --release -p flashtree --test {file} -- --nocapture {filter}"
     );
-    let dir = tempfile::tempdir().unwrap();
     let mut rng = StdRng::seed_from_u64(seed);
     let mut model: Model = vec![BTreeMap::new(); TREES];
     // Batches below `next` are in the model (and in the store).
     let mut next = 0u64;
     // Create the store and its trees before the first child.
-    drop(
-        Db::open(dir.path(), options())
-            .map(|db| trees(&db))
-            .unwrap(),
-    );
+    let db = open(target, options(), true).unwrap();
+    trees(&db);
+    db.close().unwrap();
     let mut acked_total = 0u64;
     for kill in 0..kills {
         let log_writes =
@@ -160,11 +222,7 @@ fn killed_processes_lose_no_acknowledged_batch() {
             ])
             .env(
                 CHILD_ENV,
-                format!(
-                    "{},{seed},{next},{}",
-                    dir.path().display(),
-                    log_writes.name()
-                ),
+                format!("{target},{seed},{next},{}", log_writes.name()),
             )
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -199,7 +257,7 @@ fn killed_processes_lose_no_acknowledged_batch() {
             !status.success(),
             "kill {kill}: the child ended by itself: {status}; replay: {replay}"
         );
-        let db = Db::open(dir.path(), options())
+        let db = open(target, options(), false)
             .unwrap_or_else(|e| panic!("kill {kill}: reopen failed: {e}; replay: {replay}"));
         let found = contents(&db);
         // The store holds batches below some k >= last acknowledged + 1.
@@ -229,6 +287,6 @@ fn killed_processes_lose_no_acknowledged_batch() {
         db.close().unwrap();
     }
     eprintln!(
-        "{kills} kills, {next} batches in the store, {acked_total} acknowledged (seed {seed})"
+        "{kills} kills of a store on {target}, {next} batches in the store, {acked_total} acknowledged (seed {seed})"
     );
 }

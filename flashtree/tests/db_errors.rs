@@ -7,6 +7,7 @@
 
 use flashtree::buffer::seal_page;
 use flashtree::db::{Db, Options, ScanDirection};
+use flashtree::io::layout::HEAD_BYTES;
 use flashtree::Error;
 use std::fs::OpenOptions;
 use std::os::unix::fs::FileExt;
@@ -102,13 +103,15 @@ fn make_store(dir: &Path, n: u32) {
 fn read_page(path: &Path, pid: u64) -> [u8; PAGE] {
     let mut page = [0u8; PAGE];
     let file = std::fs::File::open(path).unwrap();
-    file.read_exact_at(&mut page, pid * PAGE as u64).unwrap();
+    file.read_exact_at(&mut page, HEAD_BYTES + pid * PAGE as u64)
+        .unwrap();
     page
 }
 
 fn write_page(path: &Path, pid: u64, page: &[u8; PAGE]) {
     let file = OpenOptions::new().write(true).open(path).unwrap();
-    file.write_all_at(page, pid * PAGE as u64).unwrap();
+    file.write_all_at(page, HEAD_BYTES + pid * PAGE as u64)
+        .unwrap();
     file.sync_all().unwrap();
 }
 
@@ -167,7 +170,7 @@ fn corrupt_data_page_is_reported_not_a_panic() {
     let n = 3000u32;
     make_store(dir.path(), n);
     let data = dir.path().join("data.ft");
-    let pages = std::fs::metadata(&data).unwrap().len() / PAGE as u64;
+    let pages = (std::fs::metadata(&data).unwrap().len() - HEAD_BYTES) / PAGE as u64;
     // A leaf (page kind 1 at offset 4) that is not the root (page 1).
     let leaf = (2..pages)
         .find(|&pid| {

@@ -586,18 +586,32 @@ impl BufferManager {
         {
             return Ok(pid);
         }
-        let pid = self.next_pid.fetch_add(1, Ordering::AcqRel);
-        if pid as usize >= self.pages.len() {
-            self.next_pid.fetch_sub(1, Ordering::AcqRel);
-            return Err(Error::Full(format!("{pid} pages reach max_store_bytes")));
+        // An id is taken only once the storage holds its page: a store
+        // that cannot grow (a full block device or file system) fails the
+        // allocation with `Error::Full` and keeps every id it handed out
+        // addressable, so checkpoints never list a page past its end.
+        let mut pid = self.next_pid.load(Ordering::Acquire);
+        loop {
+            if pid as usize >= self.pages.len() {
+                return Err(Error::Full(format!("{pid} pages reach max_store_bytes")));
+            }
+            let need_bytes = (pid + 1) * PAGE_SIZE as u64;
+            let have_bytes = self.storage.capacity_bytes();
+            if need_bytes > have_bytes {
+                self.storage
+                    .grow_to(need_bytes.max(have_bytes + STORE_GROW_STEP_BYTES))
+                    .or_else(|e| self.storage.grow_to(need_bytes).map_err(|_| e))?;
+            }
+            match self.next_pid.compare_exchange_weak(
+                pid,
+                pid + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => return Ok(pid),
+                Err(now) => pid = now,
+            }
         }
-        let need_bytes = (pid + 1) * PAGE_SIZE as u64;
-        let have_bytes = self.storage.capacity_bytes();
-        if need_bytes > have_bytes {
-            self.storage
-                .grow_to(need_bytes.max(have_bytes + STORE_GROW_STEP_BYTES))?;
-        }
-        Ok(pid)
     }
 
     /// A page write failed: recorded, and the store fails (a failed write

@@ -169,8 +169,9 @@ fn finish(wb: &mut WorkerBuffer) -> Result<()> {
         .unwrap_or_else(|e| e.into_inner())
         .clone()
         .expect("checkpoint slots set at open");
-    bm.storage().vfs().write_synced(
-        &slots[(checkpoint.number % 2) as usize],
+    slots.write(
+        bm.storage(),
+        (checkpoint.number % 2) as usize,
         &checkpoint.encode(),
     )?;
     let free_at_checkpoint = checkpoint.free.clone();

@@ -6,7 +6,7 @@
 //! | bytes | field |
 //! |---|---|
 //! | 24..32 | magic `FLASHTRE` |
-//! | 32..36 | format version (4) |
+//! | 32..36 | format version (5) |
 //! | 36..40 | page size (4096) |
 //! | 40..48 | store id (random; the checkpoint slots and logs carry it) |
 //!
@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::io::PAGE_SIZE;
 
 const MAGIC: &[u8; 8] = b"FLASHTRE";
-const FORMAT_VERSION: u32 = 4;
+const FORMAT_VERSION: u32 = 5;
 
 /// Why a store of an older format version cannot be opened.
 fn old_version_reason(version: u32) -> Option<&'static str> {
@@ -29,6 +29,9 @@ fn old_version_reason(version: u32) -> Option<&'static str> {
         2 => Some("version 2 stores the page id in every page header and 10-byte slots in nodes"),
         3 => {
             Some("version 3 takes the key heads of nodes from the first bytes of the key suffixes")
+        }
+        4 => {
+            Some("version 4 has no superblock: its pages start at the first byte of the data files")
         }
         _ => None,
     }

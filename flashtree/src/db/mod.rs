@@ -89,7 +89,11 @@ pub struct Options {
     /// opening a path with no store is an error.
     pub create_if_missing: bool,
     /// Bytes of each worker's log file (default 256 MiB; at least 1 MiB).
-    /// A ring: the space before the last checkpoint is reused.
+    /// A ring: the space before the last checkpoint is reused. On block
+    /// devices the logs are regions sized when the store is created (for
+    /// `max(workers, cores)` logs, together at most a quarter of the
+    /// devices) and kept after; `checkpoint_log_bytes` is then capped at
+    /// half a ring.
     pub wal_bytes_per_worker: u64,
     /// Bytes of each worker's in-memory log buffer (default 8 MiB): the
     /// most that can wait for a log write, and twice the largest group.
@@ -102,6 +106,18 @@ pub struct Options {
     /// Where the files live (default: the operating system; tests use a
     /// simulated disk).
     pub vfs: Vfs,
+    /// Create a store on block devices that hold no store (default false):
+    /// creation erases them, so it is a decision (`flashtree --create`).
+    /// Files are created under [`Options::create_if_missing`] alone.
+    pub create_on_block_devices: bool,
+    /// With `create_on_block_devices`: create even over a device that
+    /// holds a partition table, a file system or another store (default
+    /// false: such a device is refused, naming what it holds).
+    pub force_create: bool,
+    /// Temporary space of a new store on block devices, over all devices
+    /// (default None: 1/32 of their bytes, at most 4 GiB). Files keep
+    /// temporary data in files beside the store.
+    pub temp_region_bytes: Option<u64>,
     /// Called during recovery with (log bytes read, log bytes in all logs).
     pub recovery_progress: Option<RecoveryProgress>,
 }
@@ -147,6 +163,9 @@ impl Default for Options {
             wal_buffer_bytes: 8 << 20,
             checkpoint_log_bytes: 64 << 20,
             vfs: Vfs::Os,
+            create_on_block_devices: false,
+            force_create: false,
+            temp_region_bytes: None,
             recovery_progress: None,
         }
     }
@@ -267,6 +286,13 @@ impl Db {
     pub fn open_devices(paths: &[PathBuf], options: Options) -> Result<Db> {
         validate_options(&options)?;
         let opened = open::open_store(paths, &options)?;
+        // A store on block devices has the log rings it was created with:
+        // checkpoints start by half a ring at the latest.
+        let ring_bytes = opened.log_blocks * crate::wal::format::BLOCK_BYTES as u64;
+        let options = Options {
+            checkpoint_log_bytes: options.checkpoint_log_bytes.min(ring_bytes / 2).max(1),
+            ..options
+        };
         let checkpoint = &opened.checkpoint;
         let wal = Arc::new(WalShared::new(
             options.durability,
@@ -340,6 +366,34 @@ impl Db {
     /// ([`crate::io::Storage::placement`]).
     pub fn placement(&self) -> &str {
         self.inner.bm.storage().placement()
+    }
+
+    /// The store's layout on each data device: its superblock (regions,
+    /// logs, checkpoint slot size), with the device's path.
+    pub fn layout(&self) -> Vec<(std::path::PathBuf, crate::io::layout::Superblock)> {
+        let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state
+            .files
+            .data
+            .iter()
+            .cloned()
+            .zip(state.files.layout.iter().copied())
+            .collect()
+    }
+
+    /// Bytes of the last checkpoint written (as it lies in its slot).
+    pub fn checkpoint_bytes(&self) -> u64 {
+        let last = self
+            .inner
+            .bm
+            .wal()
+            .checkpoints
+            .last
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .encode()
+            .len();
+        last as u64
     }
 
     /// Notes from start-up (I/O fallbacks), one per worker at most.
@@ -910,16 +964,17 @@ impl Db {
             flags: 0,
             ..last.clone()
         };
-        open::write_checkpoint(bm.storage().vfs(), &state.files, &checkpoint)?;
+        open::write_checkpoint(bm.storage(), &state.files.slots, &checkpoint)?;
         // The close checkpoint goes into the other slot too (after the
         // first is durable): a damaged slot then still leaves a clean close
         // behind, where otherwise recovery would fall back to the previous
         // checkpoint and replay the log, and a damaged last log flush would
         // lose acknowledged commits as if the process had crashed.
-        let other = &state.files.slots[((checkpoint.number + 1) % 2) as usize];
-        bm.storage()
-            .vfs()
-            .write_synced(other, &checkpoint.encode())?;
+        state.files.slots.write(
+            bm.storage(),
+            ((checkpoint.number + 1) % 2) as usize,
+            &checkpoint.encode(),
+        )?;
         *last = checkpoint;
         // No recovery reads a page this checkpoint lists as free again.
         bm.discard_free_pages(&last.free);

@@ -27,8 +27,9 @@ use super::Options;
 use crate::buffer::page::seal_page;
 use crate::buffer::PageId;
 use crate::error::{Error, Result};
+use crate::io::layout::{self, Decoded, DevicePlan, SlotPlace, Superblock};
 use crate::io::{
-    AlignedBuf, IoChannel, IoRequest, Storage, StorageConfig, StoreLock, Vfs, PAGE_SIZE,
+    AlignedBuf, IoChannel, IoRequest, Storage, StorageConfig, StoreLock, Vfs, Window, PAGE_SIZE,
 };
 use crate::wal::format::{Checkpoint, BLOCK_BYTES, CHECKPOINT_VERSION, FLAG_UNLOGGED_OPEN};
 use crate::wal::recovery::{self, LogFile};
@@ -54,29 +55,62 @@ pub struct RecoveryStats {
     pub pages_written: u64,
 }
 
-/// The store's file names.
+/// Where a store's parts are: data devices, checkpoint slots and logs.
 pub(crate) struct StoreFiles {
     pub(crate) data: Vec<PathBuf>,
-    pub(crate) slots: [PathBuf; 2],
+    pub(crate) slots: SlotPlace,
+    /// The superblock of each data device.
+    pub(crate) layout: Vec<Superblock>,
 }
 
 impl StoreFiles {
-    pub(crate) fn new(data: &[PathBuf]) -> StoreFiles {
+    fn new(data: &[PathBuf], layout: Vec<Superblock>) -> StoreFiles {
         let with = |suffix: &str| {
             let mut name = data[0].clone().into_os_string();
             name.push(suffix);
             PathBuf::from(name)
         };
+        let slots = if layout[0].regions_on_devices() {
+            SlotPlace::Region {
+                start: layout[0].regions.checkpoint.start,
+                bytes: layout[0].checkpoint_slot_bytes,
+            }
+        } else {
+            SlotPlace::Files([with(".ckpt0"), with(".ckpt1")])
+        };
         StoreFiles {
             data: data.to_vec(),
-            slots: [with(".ckpt0"), with(".ckpt1")],
+            slots,
+            layout,
         }
     }
 
-    pub(crate) fn log(&self, worker: usize) -> PathBuf {
+    /// Whether the logs and slots are regions of the devices.
+    fn on_devices(&self) -> bool {
+        self.layout[0].regions_on_devices()
+    }
+
+    fn log_file(&self, worker: usize) -> PathBuf {
         let mut name = self.data[0].clone().into_os_string();
         name.push(format!(".wal{worker}"));
         PathBuf::from(name)
+    }
+
+    /// The log of `worker` as a window of a device (regions on devices).
+    fn log_window(&self, worker: usize) -> Window {
+        let sb = &self.layout[0];
+        let n = self.data.len() as u32;
+        let (device, at) = layout::log_place(worker as u32, n, sb.log_bytes);
+        let region = self.layout[device as usize].regions.log;
+        Window {
+            device: device as usize,
+            start: region.start + at,
+            bytes: sb.log_bytes,
+            label: PathBuf::from(format!(
+                "{} (log {worker})",
+                self.data[device as usize].display()
+            )),
+        }
     }
 }
 
@@ -95,16 +129,16 @@ pub(crate) struct Opened {
 }
 
 /// The newest valid checkpoint of the two slots.
-pub(crate) fn read_checkpoint(vfs: &Vfs, files: &StoreFiles) -> Result<Option<Checkpoint>> {
+pub(crate) fn read_checkpoint(storage: &Storage, slots: &SlotPlace) -> Result<Option<Checkpoint>> {
     let mut best: Option<Checkpoint> = None;
-    for slot in &files.slots {
-        if let Some(bytes) = vfs.read_all(slot)? {
+    for k in 0..2 {
+        if let Some(bytes) = slots.read(storage, k)? {
             if let Some(version) =
                 Checkpoint::checked_version(&bytes).filter(|&v| v != CHECKPOINT_VERSION)
             {
                 return Err(Error::InvalidArgument(format!(
                     "{}: checkpoint format version {version}; this build reads version {CHECKPOINT_VERSION} (the store was written by another flashtree version)",
-                    slot.display()
+                    slots.name(storage, k)
                 )));
             }
             if let Some(c) = Checkpoint::decode(&bytes) {
@@ -119,57 +153,274 @@ pub(crate) fn read_checkpoint(vfs: &Vfs, files: &StoreFiles) -> Result<Option<Ch
 
 /// Writes `checkpoint` into its slot (`number % 2`) and syncs it.
 pub(crate) fn write_checkpoint(
-    vfs: &Vfs,
-    files: &StoreFiles,
+    storage: &Storage,
+    slots: &SlotPlace,
     checkpoint: &Checkpoint,
 ) -> Result<()> {
-    let slot = &files.slots[(checkpoint.number % 2) as usize];
-    vfs.write_synced(slot, &checkpoint.encode())
+    slots.write(
+        storage,
+        (checkpoint.number % 2) as usize,
+        &checkpoint.encode(),
+    )
+}
+
+/// Opens the data devices alone, from offset 0, to read their heads.
+fn open_raw(paths: &[PathBuf], options: &Options) -> Result<Storage> {
+    let mut config = StorageConfig::new(paths.to_vec());
+    config.chunk_bytes = options.chunk_bytes;
+    config.direct = options.direct_io;
+    config.vfs = options.vfs.clone();
+    config.create = false;
+    Storage::open(&config)
+}
+
+/// The first [`layout::PROBE_BYTES`] of each data device (fewer when it is
+/// shorter).
+fn read_heads(raw: &Storage) -> Result<Vec<Vec<u8>>> {
+    let mut heads = Vec::new();
+    for d in 0..raw.data_device_count() {
+        let mut buf = AlignedBuf::new(layout::PROBE_BYTES);
+        let n = raw.read_at(d, 0, &mut buf)?;
+        heads.push(buf[..n].to_vec());
+    }
+    Ok(heads)
+}
+
+/// The superblocks of an existing store, checked against each other and
+/// the order the devices were given in; None when no device has one.
+fn existing_layout(paths: &[PathBuf], heads: &[Vec<u8>]) -> Result<Option<Vec<Superblock>>> {
+    let decoded: Vec<Decoded> = heads.iter().map(|h| layout::decode_head(h)).collect();
+    let Some(first_valid) = decoded.iter().position(|d| matches!(d, Decoded::Valid(_))) else {
+        return Ok(None);
+    };
+    let Decoded::Valid(reference) = decoded[first_valid] else {
+        unreachable!("position found a valid one");
+    };
+    let mut layout = Vec::with_capacity(paths.len());
+    for (i, (d, path)) in decoded.iter().zip(paths).enumerate() {
+        let sb = match d {
+            Decoded::Valid(sb) => *sb,
+            Decoded::Invalid(why) => {
+                return Err(Error::Corrupt(format!(
+                    "{} has no valid flashtree superblock ({why}), but {} belongs to store {:#x}: a device of the store is damaged, or devices of different stores were given",
+                    path.display(),
+                    paths[first_valid].display(),
+                    reference.store_id
+                )))
+            }
+        };
+        if sb.store_id != reference.store_id {
+            return Err(Error::InvalidArgument(format!(
+                "{} belongs to store {:#x}, {} to store {:#x}: give the devices of one store",
+                path.display(),
+                sb.store_id,
+                paths[first_valid].display(),
+                reference.store_id
+            )));
+        }
+        if sb.device_count as usize != paths.len() {
+            return Err(Error::InvalidArgument(format!(
+                "{} is device {} of a store of {} devices; {} were given ({})",
+                path.display(),
+                sb.device_index,
+                sb.device_count,
+                paths.len(),
+                list_paths(paths)
+            )));
+        }
+        if sb.device_index as usize != i {
+            return Err(Error::InvalidArgument(format!(
+                "{} is device {} of the store but was given as device {i}: give the devices in the order the store was created with",
+                path.display(),
+                sb.device_index
+            )));
+        }
+        if sb.regions_on_devices() != reference.regions_on_devices() {
+            return Err(Error::Corrupt(format!(
+                "{} and {} disagree on where the store's logs are",
+                path.display(),
+                paths[first_valid].display()
+            )));
+        }
+        layout.push(sb);
+    }
+    Ok(Some(layout))
+}
+
+/// A new store's layout, after checking that the devices may be written:
+/// files must be empty; block devices need
+/// [`Options::create_on_block_devices`] and, when they hold something
+/// recognizable (a partition table, a file system, another store),
+/// [`Options::force_create`].
+fn new_layout(
+    raw: &Storage,
+    paths: &[PathBuf],
+    heads: &[Vec<u8>],
+    options: &Options,
+) -> Result<Vec<Superblock>> {
+    let store_id = rand::random::<u64>() | 1;
+    let blocks: Vec<bool> = (0..paths.len()).map(|d| raw.is_block_device(d)).collect();
+    if blocks.iter().any(|&b| b) {
+        if let Some(d) = blocks.iter().position(|&b| !b) {
+            return Err(Error::InvalidArgument(format!(
+                "{} is a file but {} a block device: a store's devices are all files or all block devices",
+                paths[d].display(),
+                paths[blocks.iter().position(|&b| b).expect("one is")].display()
+            )));
+        }
+        if !options.create_on_block_devices {
+            return Err(Error::InvalidArgument(format!(
+                "no flashtree store on {} (no superblock): creating one erases the device{}; set Options::create_on_block_devices (flashtree --create) to do so",
+                list_paths(paths),
+                if paths.len() > 1 { "s" } else { "" }
+            )));
+        }
+        for (head, path) in heads.iter().zip(paths) {
+            if let Some(what) = layout::signature(head) {
+                if !options.force_create {
+                    return Err(Error::InvalidArgument(format!(
+                        "{} holds {what}: refusing to create a store over it; set Options::force_create (flashtree --create --force) to erase it",
+                        path.display()
+                    )));
+                }
+            }
+        }
+        let device_bytes: Vec<u64> = (0..paths.len())
+            .map(|d| raw.device_len(d))
+            .collect::<Result<_>>()?;
+        let total: u64 = device_bytes.iter().sum();
+        let log_count = options
+            .workers
+            .max(std::thread::available_parallelism().map_or(1, |n| n.get()));
+        // The logs take at most a quarter of the devices: a device too
+        // small for the default 256 MiB per log gets smaller rings.
+        let log_share = (total / 4 / log_count as u64).max(1 << 20) / PAGE_SIZE as u64;
+        let plan = DevicePlan {
+            log_count: log_count as u32,
+            log_bytes: options
+                .wal_bytes_per_worker
+                .min(log_share * PAGE_SIZE as u64),
+            temp_bytes: options
+                .temp_region_bytes
+                .unwrap_or((total / 32).min(4 << 30) / PAGE_SIZE as u64 * PAGE_SIZE as u64),
+            chunk_bytes: options.chunk_bytes,
+        };
+        return layout::plan_devices(store_id, &device_bytes, &plan).map_err(Error::Full);
+    }
+    Ok(layout::plan_files(
+        store_id,
+        paths.len() as u32,
+        options.chunk_bytes,
+    ))
+}
+
+/// Writes both superblock copies of every device, each durable before the
+/// next.
+fn write_superblocks(raw: &Storage, layout: &[Superblock]) -> Result<()> {
+    for (d, sb) in layout.iter().enumerate() {
+        let mut buf = AlignedBuf::new(layout::SUPERBLOCK_BYTES);
+        buf.copy_from_slice(&sb.encode());
+        for at in layout::SUPERBLOCK_OFFSETS {
+            raw.write_at_synced(d, at, &buf)?;
+        }
+    }
+    Ok(())
 }
 
 /// Opens (or creates) the store of `options` on the data files `paths`.
 pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened> {
     let vfs = options.vfs.clone();
-    let files = StoreFiles::new(paths);
     let lock = vfs.lock(paths, options.create_if_missing)?;
-    let existing = read_checkpoint(&vfs, &files)?;
+    let raw = open_raw(paths, options)?;
+    let heads = read_heads(&raw)?;
     let started = Instant::now();
-    let (checkpoint, log_count) = match existing {
-        Some(c) => {
-            let logs = c.log_starts.len();
-            (Some(c), logs.max(options.workers))
+    let mut existing = None;
+    let forced = options.create_on_block_devices
+        && options.force_create
+        && (0..paths.len()).all(|d| raw.is_block_device(d));
+    let found = match existing_layout(paths, &heads) {
+        // Forced creation erases devices whatever they hold, also parts
+        // of a store given out of order or damaged.
+        Err(_) if forced => None,
+        other => other?,
+    };
+    let layout = match found {
+        Some(layout) => {
+            let files = StoreFiles::new(paths, layout.clone());
+            existing = read_checkpoint(&raw, &files.slots)?;
+            if existing.is_none() {
+                check_creatable(&raw, paths, &files, options)?;
+            }
+            layout
         }
         None => {
-            check_creatable(&vfs, paths, options)?;
-            (None, options.workers)
+            check_no_store(&raw, paths, &heads, options)?;
+            Vec::new()
         }
     };
+    let layout = if existing.is_some() {
+        layout
+    } else {
+        let layout = new_layout(&raw, paths, &heads, options)?;
+        write_superblocks(&raw, &layout)?;
+        layout
+    };
+    drop(raw);
+    let files = StoreFiles::new(paths, layout);
+    let checkpoint = existing;
+    let log_count = match &checkpoint {
+        Some(c) => c.log_starts.len().max(options.workers),
+        None => options.workers,
+    };
+    if files.on_devices() && log_count > files.layout[0].log_count as usize {
+        return Err(Error::InvalidArgument(format!(
+            "the store on {} has room for {} logs (set when it was created), one per worker; open it with at most {} workers",
+            list_paths(paths),
+            files.layout[0].log_count,
+            files.layout[0].log_count
+        )));
+    }
     if let Some(c) = &checkpoint {
-        check_data_lengths(&vfs, paths, c, options.chunk_bytes)?;
+        check_data_lengths(&vfs, &files, c, options.chunk_bytes)?;
     }
     let mut config = StorageConfig::new(paths.to_vec());
     config.chunk_bytes = options.chunk_bytes;
     config.direct = options.direct_io;
     config.vfs = vfs.clone();
-    config.extra_files = (0..log_count).map(|w| files.log(w)).collect();
-    config.min_capacity_bytes = if checkpoint.is_none() {
+    config.data_start_bytes = files
+        .layout
+        .iter()
+        .map(|sb| sb.regions.data.start)
+        .collect();
+    if files.on_devices() {
+        config.windows = (0..log_count).map(|w| files.log_window(w)).collect();
+    } else {
+        config.extra_files = (0..log_count).map(|w| files.log_file(w)).collect();
+    }
+    config.min_capacity_bytes = if checkpoint.is_none() && !files.on_devices() {
         NEW_STORE_BYTES
     } else {
         0
     };
     let storage = Arc::new(Storage::open(&config)?);
     let first_log_device = paths.len();
-    let log_blocks = options.wal_bytes_per_worker / BLOCK_BYTES as u64;
+    let log_blocks = if files.on_devices() {
+        files.layout[0].log_bytes / BLOCK_BYTES as u64
+    } else {
+        options.wal_bytes_per_worker / BLOCK_BYTES as u64
+    };
     let mut recovery = RecoveryStats::default();
     let mut next = match checkpoint {
-        None => create(&storage)?,
+        None => create(&storage, files.layout[0].store_id)?,
         Some(c) => {
             let store_id = read_meta(&storage)?;
-            if store_id != c.store_id {
+            if store_id != c.store_id || store_id != files.layout[0].store_id {
                 return Err(Error::Corrupt(format!(
-                    "{} belongs to store {:#x}, its checkpoint to store {store_id:#x}",
+                    "{} belongs to store {:#x}, its checkpoint to store {:#x}, its superblock to store {:#x}",
                     paths[0].display(),
-                    c.store_id
+                    store_id,
+                    c.store_id,
+                    files.layout[0].store_id
                 )));
             }
             if c.flags & FLAG_UNLOGGED_OPEN != 0 {
@@ -199,7 +450,7 @@ pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened>
         next.log_blocks = 0;
         next.flags = FLAG_UNLOGGED_OPEN;
     }
-    write_checkpoint(&vfs, &files, &next)?;
+    write_checkpoint(&storage, &files.slots, &next)?;
     if recovery.groups > 0 || recovery.groups_dropped > 0 {
         recovery.micros = started.elapsed().as_micros() as u64;
     }
@@ -214,18 +465,79 @@ pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened>
     })
 }
 
-/// A store may be created here: nothing but empty data files, or a
-/// metadata page alone (a creation that crashed before its checkpoint).
-fn check_creatable(vfs: &Vfs, paths: &[PathBuf], options: &Options) -> Result<()> {
-    let mut holds_data = false;
-    for path in paths {
-        if vfs.len(path)?.unwrap_or(0) > 0 {
-            holds_data = true;
+/// No device has a superblock: an error unless every device may take a
+/// new store (files that are empty; block devices, which
+/// [`new_layout`] checks).
+fn check_no_store(
+    raw: &Storage,
+    paths: &[PathBuf],
+    heads: &[Vec<u8>],
+    options: &Options,
+) -> Result<()> {
+    if (0..paths.len()).any(|d| raw.is_block_device(d)) {
+        // Creation on block devices has its own option (`new_layout`).
+        return Ok(());
+    }
+    for (head, path) in heads.iter().zip(paths) {
+        if head.is_empty() {
+            continue;
+        }
+        return Err(match layout::signature(head) {
+            Some(what) if what.contains("version 4") => Error::Unsupported(format!(
+                "{} holds {what}: this build reads format version 5 (a superblock at the head of every data file); recreate the store and load it again",
+                path.display()
+            )),
+            _ => Error::Corrupt(format!(
+                "{} holds data but no flashtree superblock: it is not a flashtree store, or its head was overwritten",
+                path.display()
+            )),
+        });
+    }
+    // Empty data files beside checkpoint slots: the data was lost.
+    for suffix in [".ckpt0", ".ckpt1"] {
+        let mut slot = paths[0].clone().into_os_string();
+        slot.push(suffix);
+        let slot = PathBuf::from(slot);
+        if raw.vfs().len(&slot)?.unwrap_or(0) > 0 {
+            return Err(Error::Corrupt(format!(
+                "{} holds no flashtree superblock but {} holds a checkpoint: the data file was emptied or replaced",
+                paths[0].display(),
+                slot.display()
+            )));
         }
     }
-    if holds_data && !only_a_metadata_page(vfs, paths)? {
+    if !options.create_if_missing {
+        return Err(Error::InvalidArgument(format!(
+            "no store at {} (set Options::create_if_missing to create one)",
+            list_paths(paths)
+        )));
+    }
+    Ok(())
+}
+
+/// The devices have superblocks but no checkpoint. On files, a store may
+/// be created again when the data holds nothing but a metadata page (a
+/// creation that crashed before its first checkpoint); on block devices
+/// only with [`Options::force_create`].
+fn check_creatable(
+    raw: &Storage,
+    paths: &[PathBuf],
+    files: &StoreFiles,
+    options: &Options,
+) -> Result<()> {
+    if files.on_devices() {
+        if !(options.create_on_block_devices && options.force_create) {
+            return Err(Error::Corrupt(format!(
+                "{} holds a flashtree superblock (store {:#x}) but no valid checkpoint: a creation that stopped before its first checkpoint, or damage; set Options::create_on_block_devices and Options::force_create (flashtree --create --force) to make a new store over it",
+                list_paths(paths),
+                files.layout[0].store_id
+            )));
+        }
+        return Ok(());
+    }
+    if !only_a_metadata_page(raw.vfs(), files)? {
         return Err(Error::Corrupt(format!(
-            "{} holds data but the store has no checkpoint slot ({}.ckpt0 or .ckpt1): the slots were deleted, or this is not a flashtree store of this version",
+            "{} holds data but the store has no valid checkpoint slot ({}.ckpt0 or .ckpt1): the slots were deleted or damaged",
             list_paths(paths),
             paths[0].display()
         )));
@@ -239,25 +551,28 @@ fn check_creatable(vfs: &Vfs, paths: &[PathBuf], options: &Options) -> Result<()
     Ok(())
 }
 
-/// True when the first data file begins with a valid metadata page and
-/// every other page of every data file is zero: a creation that stopped
-/// before its first checkpoint, when no change could have been made.
-fn only_a_metadata_page(vfs: &Vfs, paths: &[PathBuf]) -> Result<bool> {
-    let Some(bytes) = vfs.read_all(&paths[0])? else {
-        return Ok(false);
-    };
-    if bytes.len() < PAGE_SIZE {
-        return Ok(false);
-    }
-    let page: &[u8; PAGE_SIZE] = bytes[..PAGE_SIZE].try_into().expect("a page");
-    if meta::decode_meta(page).is_err() || bytes[PAGE_SIZE..].iter().any(|&b| b != 0) {
-        return Ok(false);
-    }
-    for path in &paths[1..] {
-        if let Some(bytes) = vfs.read_all(path)? {
-            if bytes.iter().any(|&b| b != 0) {
+/// True when the first data file's data begins with a valid metadata page
+/// (or nothing) and every other page of every data file is zero: a
+/// creation that stopped before its first checkpoint, when no change could
+/// have been made.
+fn only_a_metadata_page(vfs: &Vfs, files: &StoreFiles) -> Result<bool> {
+    for (d, path) in files.data.iter().enumerate() {
+        let start = files.layout[d].regions.data.start as usize;
+        let Some(bytes) = vfs.read_all(path)? else {
+            continue;
+        };
+        let data = bytes.get(start..).unwrap_or(&[]);
+        let rest = if d == 0 && data.len() >= PAGE_SIZE {
+            let page: &[u8; PAGE_SIZE] = data[..PAGE_SIZE].try_into().expect("a page");
+            if meta::decode_meta(page).is_err() && page.iter().any(|&b| b != 0) {
                 return Ok(false);
             }
+            &data[PAGE_SIZE..]
+        } else {
+            data
+        };
+        if rest.iter().any(|&b| b != 0) {
+            return Ok(false);
         }
     }
     Ok(true)
@@ -266,10 +581,11 @@ fn only_a_metadata_page(vfs: &Vfs, paths: &[PathBuf]) -> Result<bool> {
 /// Refuses data files that cannot hold the store the checkpoint describes.
 fn check_data_lengths(
     vfs: &Vfs,
-    paths: &[PathBuf],
+    files: &StoreFiles,
     c: &Checkpoint,
     chunk_bytes: u64,
 ) -> Result<()> {
+    let paths = &files.data;
     let n = paths.len() as u64;
     let need_bytes = c.next_pid * PAGE_SIZE as u64;
     // The bytes device `d` must hold for pages below next_pid.
@@ -277,6 +593,18 @@ fn check_data_lengths(
     let full_stripes = need_bytes / stripe;
     let rest = need_bytes % stripe;
     for (d, path) in paths.iter().enumerate() {
+        let in_rest = rest.saturating_sub(d as u64 * chunk_bytes).min(chunk_bytes);
+        let need = full_stripes * chunk_bytes + in_rest;
+        if files.on_devices() {
+            let region = files.layout[d].regions.data.bytes;
+            if region < need {
+                return Err(Error::Corrupt(format!(
+                    "the data region of {} holds {region} bytes but the store's pages need {need}",
+                    path.display()
+                )));
+            }
+            continue;
+        }
         let Some(len) = vfs.len(path)? else {
             return Err(Error::Corrupt(format!(
                 "{} is missing: the store's checkpoint lists it",
@@ -289,8 +617,7 @@ fn check_data_lengths(
                 path.display()
             )));
         }
-        let in_rest = rest.saturating_sub(d as u64 * chunk_bytes).min(chunk_bytes);
-        let need = full_stripes * chunk_bytes + in_rest;
+        let need = files.layout[d].regions.data.start + need;
         if len < need {
             return Err(Error::Corrupt(format!(
                 "{} is {len} bytes long but the store's pages need {need}: the file was truncated",
@@ -310,8 +637,7 @@ fn read_meta(storage: &Arc<Storage>) -> Result<u64> {
 
 /// Writes the metadata page of a new store and returns its first
 /// checkpoint (number 0: the caller writes number 1).
-fn create(storage: &Arc<Storage>) -> Result<Checkpoint> {
-    let store_id = rand::random::<u64>() | 1;
+fn create(storage: &Arc<Storage>, store_id: u64) -> Result<Checkpoint> {
     let mut buf = AlignedBuf::new(PAGE_SIZE);
     meta::encode_meta(store_id, (&mut buf[..]).try_into().expect("a page"));
     page_io(storage, true, 0, &mut buf)?;

@@ -355,7 +355,7 @@ impl IoChannel {
                 return Err(refused(req, IoErrorKind::OutOfRange));
             }
             return Ok(Slot {
-                device: req.offset as u32,
+                device: self.storage.io_device(req.offset as usize) as u32,
                 device_offset: 0,
                 ..slot_of(req)
             });

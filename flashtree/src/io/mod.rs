@@ -26,6 +26,7 @@
 mod aio;
 mod buf;
 mod channel;
+pub mod layout;
 pub mod sim;
 mod storage;
 mod sync;
@@ -34,7 +35,7 @@ mod vfs;
 
 pub use buf::AlignedBuf;
 pub use channel::{IoChannel, IoCompletion, IoRequest};
-pub use storage::{Storage, StorageConfig};
+pub use storage::{Storage, StorageConfig, Window};
 pub use vfs::{StoreLock, Vfs};
 
 use std::fmt;

@@ -66,6 +66,9 @@ pub struct SimConfig {
     /// [`super::IoChannel::log_writes_then_sync`]), instead of writes that
     /// are durable when they complete (`RWF_DSYNC`).
     pub log_writes_then_sync: bool,
+    /// Bytes all files may hold together (the volatile lengths); a write
+    /// or `set_len` past it fails with `ENOSPC`, as on a full file system.
+    pub space_bytes: u64,
 }
 
 impl SimConfig {
@@ -76,6 +79,7 @@ impl SimConfig {
             keep_probability: 0.5,
             tear_probability: 0.25,
             log_writes_then_sync: false,
+            space_bytes: u64::MAX,
         }
     }
 }
@@ -215,6 +219,20 @@ fn land(image: &mut Vec<u8>, segment: &mut Vec<(u64, Vec<u8>)>, rng: &mut StdRng
 }
 
 impl State {
+    /// `ENOSPC` when `file` growing to `end` bytes would take the files
+    /// past `SimConfig::space_bytes`.
+    fn check_space(&self, file: SimFileId, end: u64) -> Result<(), i32> {
+        let len = self.files[file.0 as usize].volatile.len() as u64;
+        if end <= len || self.config.space_bytes == u64::MAX {
+            return Ok(());
+        }
+        let used: u64 = self.files.iter().map(|f| f.volatile.len() as u64).sum();
+        if used - len + end > self.config.space_bytes {
+            return Err(libc::ENOSPC);
+        }
+        Ok(())
+    }
+
     /// Counts an operation of `kind` and decides whether a fault hits it.
     fn begin(&mut self, kind: FaultKind) -> Result<(), i32> {
         let index = self.ops;
@@ -311,6 +329,13 @@ impl SimDisk {
         self.lock().config.log_writes_then_sync
     }
 
+    /// Space used and free: (bytes of all files, `SimConfig::space_bytes`).
+    pub fn space(&self) -> (u64, u64) {
+        let s = self.lock();
+        let used = s.files.iter().map(|f| f.volatile.len() as u64).sum();
+        (used, s.config.space_bytes)
+    }
+
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic under the lock is one of our assertions; the state stays usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())
@@ -358,6 +383,7 @@ impl SimDisk {
         let mut s = self.lock();
         s.begin(FaultKind::Write)?;
         end_of(len, 0)?;
+        s.check_space(file, len)?;
         let f = s.file(file);
         let op = Pending::SetLen(len);
         apply(&mut f.volatile, &op);
@@ -388,6 +414,7 @@ impl SimDisk {
         if data.is_empty() {
             return Ok(0);
         }
+        s.check_space(file, offset + data.len() as u64)?;
         let f = s.file(file);
         write_at(&mut f.volatile, offset, data);
         f.pending.push(Pending::Write {
@@ -663,6 +690,7 @@ mod tests {
             keep_probability: 0.0,
             tear_probability: 1.0,
             log_writes_then_sync: false,
+            space_bytes: u64::MAX,
         };
         let disk = SimDisk::new(config);
         let f = disk.open(&p("a"), true).unwrap();

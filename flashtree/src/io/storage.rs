@@ -12,13 +12,18 @@
 //! Besides the striped data devices, a storage may hold *extra files*
 //! (the write-ahead logs and the checkpoint slots): each is a device of its
 //! own, addressed by device index (`data_device_count() + i`) and a plain
-//! file offset, never striped. Every file operation (open, create, length,
+//! file offset, never striped. On block devices the logs and checkpoint
+//! slots are *windows* instead: regions of a data device (see
+//! [`super::layout`]), addressed like extra files by a device index past
+//! them, with offsets inside the region. A data device may begin with a
+//! head (the superblock copies and those regions): its pages start at its
+//! `data_start` offset. Every file operation (open, create, length,
 //! growth, reads, writes, syncs) goes through the storage's [`Vfs`]: the
 //! operating system's files, or a [`super::sim::SimDisk`] in tests.
 
 use super::sim::{SimDisk, SimFileId};
 use super::vfs::Vfs;
-use super::{IoError, IoErrorKind, IoOp, DIRECT_IO_ALIGN, PAGE_SIZE};
+use super::{AlignedBuf, IoError, IoErrorKind, IoOp, DIRECT_IO_ALIGN, PAGE_SIZE};
 use crate::error::{Error, Result};
 use std::fs::{File, OpenOptions};
 use std::os::fd::{AsRawFd, RawFd};
@@ -47,6 +52,12 @@ pub struct StorageConfig {
     /// `paths.len() + i` is `extra_files[i]`. Created when missing if
     /// `create` is set.
     pub extra_files: Vec<PathBuf>,
+    /// Regions of data devices addressed as extra files: device
+    /// `paths.len() + extra_files.len() + i` is `windows[i]`.
+    pub windows: Vec<Window>,
+    /// Device offset where each data device's pages start (empty: 0 on
+    /// every device).
+    pub data_start_bytes: Vec<u64>,
     /// Where the files live: the operating system or a simulated disk.
     pub vfs: Vfs,
 }
@@ -62,9 +73,24 @@ impl StorageConfig {
             create: true,
             min_capacity_bytes: 0,
             extra_files: Vec::new(),
+            windows: Vec::new(),
+            data_start_bytes: Vec::new(),
             vfs: Vfs::Os,
         }
     }
+}
+
+/// A region of a data device addressed as a device of its own.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Window {
+    /// The data device (index into `paths`).
+    pub device: usize,
+    /// Device offset of the region's first byte.
+    pub start: u64,
+    /// The region's length.
+    pub bytes: u64,
+    /// A name for messages, e.g. `/dev/loop0 (log 1)`.
+    pub label: PathBuf,
 }
 
 /// The open file behind a device.
@@ -110,6 +136,10 @@ pub struct Storage {
     devices: Vec<Device>,
     /// How many of `devices` are striped data devices.
     data_count: usize,
+    /// Regions of data devices addressed as devices past `devices`.
+    windows: Vec<Window>,
+    /// Where each data device's pages start.
+    data_start: Vec<u64>,
     vfs: Vfs,
     chunk_bytes: u64,
     direct: bool,
@@ -161,9 +191,16 @@ impl Storage {
             devices.push(open_device(path, config)?);
         }
         let placement = set_write_life_hints(&devices, config.paths.len());
+        let data_start = if config.data_start_bytes.is_empty() {
+            vec![0; config.paths.len()]
+        } else {
+            config.data_start_bytes.clone()
+        };
         let storage = Storage {
             devices,
             data_count: config.paths.len(),
+            windows: config.windows.clone(),
+            data_start,
             vfs: config.vfs.clone(),
             chunk_bytes: config.chunk_bytes,
             direct: config.direct,
@@ -173,7 +210,7 @@ impl Storage {
             placement,
         };
         let per_device_bytes = storage.smallest_device_bytes()?;
-        let stripe_bytes = config.chunk_bytes * storage.devices.len() as u64;
+        let stripe_bytes = config.chunk_bytes * storage.data_count as u64;
         storage.capacity_bytes.store(
             per_device_bytes / config.chunk_bytes * stripe_bytes,
             Ordering::Release,
@@ -217,7 +254,26 @@ impl Storage {
 
     /// Number of devices: the striped data devices and the extra files.
     pub fn device_count(&self) -> usize {
-        self.devices.len()
+        self.devices.len() + self.windows.len()
+    }
+
+    /// The device that I/O on device `index` goes to: a window's data
+    /// device, else `index` itself.
+    pub(crate) fn io_device(&self, index: usize) -> usize {
+        match index.checked_sub(self.devices.len()) {
+            Some(w) => self.windows[w].device,
+            None => index,
+        }
+    }
+
+    /// Whether data device `index` is a block device.
+    pub fn is_block_device(&self, index: usize) -> bool {
+        self.devices[index].is_block_device
+    }
+
+    /// Where data device `index`'s pages start.
+    pub fn data_start(&self, index: usize) -> u64 {
+        self.data_start[index]
     }
 
     /// Number of striped data devices (the first devices).
@@ -232,7 +288,10 @@ impl Storage {
 
     /// The current length in bytes of device `index`'s file.
     pub fn device_len(&self, index: usize) -> Result<u64> {
-        self.devices[index].len()
+        match index.checked_sub(self.devices.len()) {
+            Some(w) => Ok(self.windows[w].bytes),
+            None => self.devices[index].len(),
+        }
     }
 
     /// Makes extra file `index` (a device index past the data devices) at
@@ -244,6 +303,17 @@ impl Storage {
             index >= self.data_count,
             "preallocate_file on a data device"
         );
+        if let Some(w) = index.checked_sub(self.devices.len()) {
+            let window = &self.windows[w];
+            if window.bytes < bytes {
+                return Err(Error::InvalidArgument(format!(
+                    "{} holds {} bytes, {bytes} asked for (its size was set when the store was created)",
+                    window.label.display(),
+                    window.bytes
+                )));
+            }
+            return Ok(());
+        }
         let device = &self.devices[index];
         let len = device.len()?;
         if len >= bytes {
@@ -267,7 +337,10 @@ impl Storage {
 
     /// The path of device `index`.
     pub fn device_path(&self, index: usize) -> &Path {
-        &self.devices[index].path
+        match index.checked_sub(self.devices.len()) {
+            Some(w) => &self.windows[w].label,
+            None => &self.devices[index].path,
+        }
     }
 
     /// Stripe unit in bytes.
@@ -300,8 +373,8 @@ impl Storage {
         let n = self.data_count as u64;
         let stripe_bytes = self.chunk_bytes * n;
         let stripes = bytes.div_ceil(stripe_bytes);
-        let per_device_bytes = stripes * self.chunk_bytes;
-        for device in &self.devices[..self.data_count] {
+        for (index, device) in self.devices[..self.data_count].iter().enumerate() {
+            let per_device_bytes = self.data_start[index] + stripes * self.chunk_bytes;
             if device.is_block_device {
                 let have = device.len()?;
                 if have < per_device_bytes {
@@ -322,7 +395,14 @@ impl Storage {
                     write_zeros(file, &device.path, len, per_device_bytes)?;
                 }
                 DeviceFile::Sim(sim, id) => sim.set_len(*id, per_device_bytes).map_err(|e| {
-                    env_error(&device.path, "extend", std::io::Error::from_raw_os_error(e))
+                    if e == libc::ENOSPC {
+                        Error::Full(format!(
+                            "no space left to grow {} to {per_device_bytes} bytes",
+                            device.path.display()
+                        ))
+                    } else {
+                        env_error(&device.path, "extend", std::io::Error::from_raw_os_error(e))
+                    }
                 })?,
             }
         }
@@ -421,10 +501,96 @@ impl Storage {
         Ok(len)
     }
 
+    /// Reads `buf.len()` bytes at device offset `offset` of device `index`
+    /// (raw: a data device's own offset, not a page's logical one; or an
+    /// extra file, or a window), outside any channel, for superblocks and
+    /// checkpoint slots. Returns the bytes read: fewer at the end of a
+    /// file.
+    pub fn read_at(&self, index: usize, offset: u64, buf: &mut AlignedBuf) -> Result<usize> {
+        let n = self.raw_io(IoOp::Read, index, offset, buf.as_mut_ptr(), buf.len())?;
+        Ok(n)
+    }
+
+    /// Writes `buf` at device offset `offset` of device `index` (raw, as
+    /// [`Storage::read_at`]) and makes it durable (`fdatasync`). An error
+    /// is final: what the device holds there is unknown.
+    pub fn write_at_synced(&self, index: usize, offset: u64, buf: &AlignedBuf) -> Result<()> {
+        let n = self.raw_io(
+            IoOp::Write,
+            index,
+            offset,
+            buf.as_ptr().cast_mut(),
+            buf.len(),
+        )?;
+        if n != buf.len() {
+            return Err(Error::Failed(format!(
+                "write of {} bytes at {offset} of {}: {n} written",
+                buf.len(),
+                self.device_path(index).display()
+            )));
+        }
+        self.raw_io(IoOp::Fdatasync, index, 0, std::ptr::null_mut(), 0)
+            .map(|_| ())
+    }
+
+    fn raw_io(
+        &self,
+        op: IoOp,
+        index: usize,
+        offset: u64,
+        buf: *mut u8,
+        len: usize,
+    ) -> Result<usize> {
+        let (device, device_offset) = match index.checked_sub(self.devices.len()) {
+            Some(w) => {
+                let window = &self.windows[w];
+                if offset + len as u64 > window.bytes {
+                    return Err(Error::Corrupt(format!(
+                        "{} bytes at {offset} lie past the end of {} ({} bytes)",
+                        len,
+                        window.label.display(),
+                        window.bytes
+                    )));
+                }
+                (window.device, window.start + offset)
+            }
+            None => (index, offset),
+        };
+        let slot = super::channel::Slot {
+            op,
+            offset,
+            device: device as u32,
+            device_offset,
+            buf,
+            len: len as u32,
+            user_data: 0,
+        };
+        // SAFETY: the callers pass a buffer valid for `len` bytes (an
+        // AlignedBuf they hold across the call; none for a sync).
+        let rc = unsafe { self.perform(&slot) };
+        if rc < 0 {
+            let e = std::io::Error::from_raw_os_error(-rc as i32);
+            let what = match op {
+                IoOp::Read => "read",
+                IoOp::Fdatasync | IoOp::Fsync => "sync",
+                _ => "write",
+            };
+            let message = format!(
+                "{what} at {offset} of {}: {e}",
+                self.device_path(index).display()
+            );
+            return Err(match op {
+                IoOp::Read => Error::Unsupported(message),
+                _ => Error::Failed(message),
+            });
+        }
+        Ok(rc as usize)
+    }
+
     /// The raw file descriptor of device `index` (for channels); -1 for a
     /// simulated file (whose channels use the synchronous backend).
     pub(crate) fn fd(&self, index: usize) -> RawFd {
-        match &self.devices[index].file {
+        match &self.devices[self.io_device(index)].file {
             DeviceFile::Os(file) => file.as_raw_fd(),
             DeviceFile::Sim(..) => -1,
         }
@@ -561,12 +727,15 @@ impl Storage {
         if n == 1 {
             return Ok(Mapped {
                 device: 0,
-                device_offset: offset,
+                device_offset: self.data_start[0] + offset,
             });
         }
+        let device = (chunk % n) as usize;
         Ok(Mapped {
-            device: (chunk % n) as u32,
-            device_offset: (chunk / n) * self.chunk_bytes + offset % self.chunk_bytes,
+            device: device as u32,
+            device_offset: self.data_start[device]
+                + (chunk / n) * self.chunk_bytes
+                + offset % self.chunk_bytes,
         })
     }
 
@@ -587,7 +756,7 @@ impl Storage {
             len,
             kind,
         };
-        if (device as usize) < self.data_count || device as usize >= self.devices.len() {
+        if (device as usize) < self.data_count || device as usize >= self.device_count() {
             return Err(fail(IoErrorKind::OutOfRange));
         }
         let align = if self.direct {
@@ -598,6 +767,16 @@ impl Storage {
         if !offset.is_multiple_of(align) || u64::from(len) % align != 0 || len == 0 {
             return Err(fail(IoErrorKind::Misaligned));
         }
+        if let Some(w) = (device as usize).checked_sub(self.devices.len()) {
+            let window = &self.windows[w];
+            if offset + u64::from(len) > window.bytes {
+                return Err(fail(IoErrorKind::OutOfRange));
+            }
+            return Ok(Mapped {
+                device: window.device as u32,
+                device_offset: window.start + offset,
+            });
+        }
         Ok(Mapped {
             device,
             device_offset: offset,
@@ -606,19 +785,20 @@ impl Storage {
 
     fn smallest_device_bytes(&self) -> Result<u64> {
         let mut smallest = u64::MAX;
-        for device in &self.devices[..self.data_count] {
+        for (index, device) in self.devices[..self.data_count].iter().enumerate() {
+            let start = self.data_start[index];
             let bytes = if device.is_block_device {
                 let have = device.len()?;
-                if have % self.chunk_bytes != 0 {
+                if start == 0 && have % self.chunk_bytes != 0 {
                     return Err(Error::Unsupported(format!(
                         "block device {} has {have} bytes, not a multiple of the chunk size {}",
                         device.path.display(),
                         self.chunk_bytes
                     )));
                 }
-                have
+                have.saturating_sub(start)
             } else {
-                device.len()?
+                device.len()?.saturating_sub(start)
             };
             smallest = smallest.min(bytes);
         }
@@ -635,6 +815,34 @@ fn validate_config(config: &StorageConfig) -> Result<()> {
             "chunk size {} is not a positive multiple of the page size {PAGE_SIZE}",
             config.chunk_bytes
         )));
+    }
+    if !config.data_start_bytes.is_empty() && config.data_start_bytes.len() != config.paths.len() {
+        return Err(Error::InvalidArgument(format!(
+            "{} data start offsets for {} devices",
+            config.data_start_bytes.len(),
+            config.paths.len()
+        )));
+    }
+    if config
+        .data_start_bytes
+        .iter()
+        .any(|s| !s.is_multiple_of(PAGE_SIZE as u64))
+    {
+        return Err(Error::InvalidArgument(format!(
+            "data start offsets {:?} are not multiples of the page size",
+            config.data_start_bytes
+        )));
+    }
+    for window in &config.windows {
+        if window.device >= config.paths.len()
+            || !window.start.is_multiple_of(PAGE_SIZE as u64)
+            || !window.bytes.is_multiple_of(PAGE_SIZE as u64)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "region {} is not a page-aligned range of a data device",
+                window.label.display()
+            )));
+        }
     }
     let mut seen = std::collections::HashSet::new();
     for path in config.paths.iter().chain(&config.extra_files) {
@@ -701,6 +909,15 @@ const WRITE_LIFE_MEDIUM: u64 = 3;
 fn set_write_life_hints(devices: &[Device], data_count: usize) -> String {
     // F_SET_RW_HINT = F_LINUX_SPECIFIC_BASE (1024) + 12.
     const F_SET_RW_HINT: libc::c_int = 1036;
+    if let Some(device) = devices.iter().find(|d| d.is_block_device) {
+        // A hint is per inode: the regions of a device (its log, temp
+        // and data) would all get one. Write streams per region would
+        // need a device offering them (`queue/max_write_streams`).
+        return format!(
+            "none (block device {}: write-life hints are per inode, which its regions share; no write streams)",
+            device.path.display()
+        );
+    }
     let mut refused = None;
     for (index, device) in devices.iter().enumerate() {
         let DeviceFile::Os(file) = &device.file else {

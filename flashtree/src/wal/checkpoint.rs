@@ -24,7 +24,6 @@
 
 use super::format::Checkpoint;
 use super::Padded;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 
@@ -58,8 +57,8 @@ pub struct CheckpointControl {
     starts: Box<[Padded]>,
     /// The last checkpoint written (the next one is numbered after it).
     pub last: Mutex<Checkpoint>,
-    /// The two slot files.
-    pub slots: Mutex<Option<[PathBuf; 2]>>,
+    /// Where the two slots are.
+    pub slots: Mutex<Option<crate::io::layout::SlotPlace>>,
     completed: AtomicU64,
     /// A page's change may be logged as a delta only if a full image of it
     /// was logged with a sequence number at least this (see `image_floor`).

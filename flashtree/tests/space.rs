@@ -1,0 +1,74 @@
+//! A full file system: the store's data file cannot grow. Writes that need
+//! a new page fail with `Error::Full`; the store stays usable for reads
+//! and deletes, and whether the process then closes or crashes, it reopens
+//! with every acknowledged write (a page id is handed out only once the
+//! file holds its page, so no checkpoint names a page past the file's end).
+
+use flashtree::db::{Db, Options};
+use flashtree::io::sim::{SimConfig, SimDisk};
+use flashtree::io::Vfs;
+use flashtree::Error;
+use std::path::Path;
+use std::sync::Arc;
+
+const STORE: &str = "/sim/store";
+
+fn options(disk: &Arc<SimDisk>) -> Options {
+    Options {
+        pool_bytes: 48 * 4096,
+        workers: 1,
+        wal_bytes_per_worker: 1 << 20,
+        checkpoint_log_bytes: 256 << 10,
+        vfs: Vfs::Sim(disk.clone()),
+        ..Options::default()
+    }
+}
+
+#[test]
+fn a_full_file_system_refuses_writes_and_the_store_reopens_after_close_or_crash() {
+    for crash in [false, true] {
+        let mut config = SimConfig::new(11);
+        // The data file starts at 16 MiB; the logs take 1 MiB each.
+        config.space_bytes = 20 << 20;
+        let disk = SimDisk::new(config);
+        let db = Db::open(Path::new(STORE), options(&disk)).unwrap();
+        let t = db.tree("t").unwrap();
+        let mut written = 0u32;
+        let full = loop {
+            match db.put(t, &written.to_be_bytes(), &[written as u8; 1000]) {
+                Ok(()) => written += 1,
+                Err(e) => break e,
+            }
+            assert!(written < 200_000, "20 MiB never filled");
+        };
+        assert!(matches!(full, Error::Full(_)), "expected Full, got {full}");
+        assert!(written > 1000, "only {written} records fit");
+        for i in (0..written).step_by(31) {
+            assert_eq!(
+                db.get(t, &i.to_be_bytes()).unwrap(),
+                Some(vec![i as u8; 1000])
+            );
+        }
+        for i in 0..written / 4 {
+            db.delete(t, &i.to_be_bytes()).unwrap();
+        }
+        if crash {
+            disk.crash();
+            std::mem::forget(db);
+        } else {
+            db.close().unwrap();
+        }
+        let db = Db::open(Path::new(STORE), options(&disk))
+            .unwrap_or_else(|e| panic!("reopen after a full disk (crash: {crash}): {e}"));
+        let t = db.tree("t").unwrap();
+        for i in written / 4..written {
+            assert_eq!(
+                db.get(t, &i.to_be_bytes()).unwrap(),
+                Some(vec![i as u8; 1000]),
+                "key {i} (crash: {crash})"
+            );
+        }
+        db.check().unwrap();
+        db.close().unwrap();
+    }
+}
