@@ -59,6 +59,15 @@ pub struct LookupArgs {
     /// Keep a store loaded by an earlier run with the same --records.
     #[arg(long)]
     pub reuse: bool,
+    /// Put the store on this block device instead of --path (repeat for a
+    /// RAID0 set). Without --reuse a new store is created on it, which is
+    /// refused when the device holds anything (a file system, another
+    /// store) unless --force.
+    #[arg(long)]
+    pub device: Vec<PathBuf>,
+    /// With --device: create over whatever the devices hold.
+    #[arg(long)]
+    pub force: bool,
     /// I/O backend: io_uring, libaio or sync.
     #[arg(long, default_value = "io_uring")]
     pub backend: String,
@@ -164,10 +173,10 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
         durability: flashtree::db::Durability::None,
         ..Options::default()
     };
-    if !args.reuse {
+    if !args.reuse && args.device.is_empty() {
         remove_store(&args.path)?;
     }
-    let db = Db::open(&args.path, options.clone()).map_err(|e| e.to_string())?;
+    let db = open_store(&args, options.clone(), !args.reuse)?;
     for note in db.notes() {
         eprintln!("note: {note}");
     }
@@ -197,7 +206,11 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
     }
     // The device drifts on a shared machine: measure it right before and
     // right after the lookups and compare with the mean of the two.
-    let data_files = [args.path.join("data.ft")];
+    let data_files = if args.device.is_empty() {
+        vec![args.path.join("data.ft")]
+    } else {
+        args.device.clone()
+    };
     let seconds_device = args.seconds.min(10.0);
     // Only the pages the store has written: the file is grown ahead with
     // fallocate, and ext4 answers reads of unwritten extents without I/O.
@@ -248,6 +261,20 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
         }
     }
     print_summary(&summary, args.json)
+}
+
+/// Opens the store of `args`: in --path, or on the --device block
+/// devices (a new store there only when `create`).
+fn open_store(args: &LookupArgs, options: Options, create: bool) -> Result<Db, String> {
+    if args.device.is_empty() {
+        return Db::open(&args.path, options).map_err(|e| e.to_string());
+    }
+    let options = Options {
+        create_on_block_devices: create,
+        force_create: create && args.force,
+        ..options
+    };
+    Db::open_devices(&args.device, options).map_err(|e| e.to_string())
 }
 
 fn validate(args: &LookupArgs) -> Result<(), String> {
@@ -814,7 +841,7 @@ fn sweep_workers(
                 workers: w,
                 ..options.clone()
             };
-            let db = Db::open(&args.path, options).map_err(|e| e.to_string())?;
+            let db = open_store(args, options, false)?;
             let tree = db.tree(TREE_NAME).map_err(|e| e.to_string())?;
             let mut point = run_lookups(&db, tree, args, tasks, pool_bytes)?;
             db.close().map_err(|e| e.to_string())?;
