@@ -45,7 +45,11 @@ pub use page::{
 pub use racy::RacyPage;
 
 use crate::error::{Error, Result};
-use crate::io::{IoChannel, IoCompletion, IoConfig, IoRequest, Storage, PAGE_SIZE};
+use crate::io::{IoChannel, IoCompletion, IoConfig, IoRequest, Storage, WriteClass, PAGE_SIZE};
+
+/// Uses lately (the heat count) from which a page's writes are hot
+/// ([`WriteClass::DataHot`]): more than the one read that brought it in.
+const HOT_PAGE_HEAT: u32 = 2;
 use crate::sched::TaskId;
 use crate::wal::format::GroupParts;
 use crate::wal::writer::{LogWriter, LOG_TAG};
@@ -508,6 +512,26 @@ impl BufferManager {
         count
     }
 
+    /// The heat of `pid` now (its recent uses, halved per epoch since the
+    /// last count), without counting a use.
+    fn heat_of(&self, pid: PageId) -> u32 {
+        let epoch = (self.heat_ticks.load(Ordering::Relaxed) / self.partitions.len() as u64) as u32
+            & 0xFFFF;
+        let word = self.pages.get(pid as usize).heat.load(Ordering::Relaxed);
+        let age = epoch.wrapping_sub(word >> 16) & 0xFFFF;
+        (word & 0xFFFF) >> age.min(16)
+    }
+
+    /// The write class of page `pid`: hot when it was used at least
+    /// [`HOT_PAGE_HEAT`] times lately, else cold.
+    fn data_class(&self, pid: PageId) -> WriteClass {
+        if self.heat_of(pid) >= HOT_PAGE_HEAT {
+            WriteClass::DataHot
+        } else {
+            WriteClass::DataCold
+        }
+    }
+
     /// Optimistic latch: no write to shared memory on the fast path.
     #[inline]
     pub fn fix_optimistic(&self, pid: PageId) -> std::result::Result<GuardO<'_>, OpError> {
@@ -876,6 +900,8 @@ pub struct WorkerIoStats {
     pub read_ahead_reads: u64,
     /// Pages written back.
     pub page_writes: u64,
+    /// Of `page_writes`, pages written as hot ([`WriteClass::DataHot`]).
+    pub page_writes_hot: u64,
     /// Pages evicted.
     pub evictions: u64,
     /// Dirty pages whose write waited for the log (write-ahead rule).
@@ -1567,17 +1593,20 @@ impl WorkerBuffer {
             return false;
         }
         seal_page(page, pid);
+        let class = self.bm.data_class(pid);
         let req = IoRequest::write(
             pid * PAGE_SIZE as u64,
             ptr,
             PAGE_SIZE as u32,
             WRITE_TAG | u64::from(frame),
-        );
+        )
+        .with_class(class);
         // SAFETY: the page stays exclusively latched until the completion.
         match unsafe { self.channel.push(req) } {
             Ok(()) => {
                 self.writes_in_flight += 1;
                 self.stats.page_writes += 1;
+                self.stats.page_writes_hot += u64::from(class == WriteClass::DataHot);
                 true
             }
             Err(_) => {
@@ -1866,12 +1895,22 @@ impl WorkerBuffer {
                 self.checkpoint_slots[slot] = pages;
                 continue;
             }
+            // One write of consecutive pages: hot when any of them is.
+            let class = if pages
+                .iter()
+                .any(|&(pid, _)| self.bm.data_class(pid) == WriteClass::DataHot)
+            {
+                WriteClass::DataHot
+            } else {
+                WriteClass::DataCold
+            };
             let req = IoRequest::write(
                 pages[0].0 * PAGE_SIZE as u64,
                 buf.as_mut_ptr(),
                 (pages.len() * PAGE_SIZE) as u32,
                 CHECKPOINT_WRITE_TAG | slot as u64,
-            );
+            )
+            .with_class(class);
             // SAFETY: the staging buffer belongs to the slot, which stays
             // busy (its page list non-empty) until the write completes, and
             // is neither written nor freed meanwhile (the buffers live as
@@ -1880,6 +1919,9 @@ impl WorkerBuffer {
                 Ok(()) => {
                     self.checkpoint_writes_in_flight += 1;
                     self.stats.page_writes += pages.len() as u64;
+                    if class == WriteClass::DataHot {
+                        self.stats.page_writes_hot += pages.len() as u64;
+                    }
                     self.checkpoint_slots[slot] = pages;
                 }
                 Err(_) => {
@@ -1962,15 +2004,18 @@ impl WorkerBuffer {
             while self.channel.free() == 0 {
                 self.drain_flush_writes(&mut wake_none)?;
             }
+            let class = bm.data_class(pid);
             let req = IoRequest::write(
                 pid * PAGE_SIZE as u64,
                 ptr,
                 PAGE_SIZE as u32,
                 u64::from(frame) | FLUSH_TAG,
-            );
+            )
+            .with_class(class);
             // SAFETY: latched until its completion is drained below.
             unsafe { self.channel.push(req) }?;
             self.stats.page_writes += 1;
+            self.stats.page_writes_hot += u64::from(class == WriteClass::DataHot);
         }
         while self.channel.in_flight() > 0 {
             self.drain_flush_writes(&mut wake_none)?;

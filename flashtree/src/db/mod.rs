@@ -186,6 +186,11 @@ pub struct DbStats {
     pub read_ahead_reads: u64,
     /// Pages written to the devices.
     pub page_writes: u64,
+    /// Of `page_writes`, pages written as hot data
+    /// ([`crate::io::WriteClass::DataHot`]: used again lately, by the
+    /// pool's heat counts; a checkpoint's write of consecutive pages is
+    /// hot when one of them is); the rest are cold.
+    pub page_writes_hot: u64,
     /// Pages evicted from the pool.
     pub evictions: u64,
     /// Pool size in bytes.
@@ -811,6 +816,7 @@ impl Db {
             stats.page_reads += w.page_reads.load(Ordering::Relaxed);
             stats.read_ahead_reads += w.read_ahead_reads.load(Ordering::Relaxed);
             stats.page_writes += w.page_writes.load(Ordering::Relaxed);
+            stats.page_writes_hot += w.page_writes_hot.load(Ordering::Relaxed);
             stats.evictions += w.evictions.load(Ordering::Relaxed);
             stats.log_groups += w.log_groups.load(Ordering::Relaxed);
             stats.log_syncs += w.log_syncs.load(Ordering::Relaxed);

@@ -38,6 +38,7 @@ pub(crate) struct WorkerShared {
     pub(crate) page_reads: AtomicU64,
     pub(crate) read_ahead_reads: AtomicU64,
     pub(crate) page_writes: AtomicU64,
+    pub(crate) page_writes_hot: AtomicU64,
     pub(crate) evictions: AtomicU64,
     pub(crate) log_groups: AtomicU64,
     pub(crate) log_syncs: AtomicU64,
@@ -102,6 +103,8 @@ impl WorkerShared {
         self.read_ahead_reads
             .store(stats.read_ahead_reads, Ordering::Relaxed);
         self.page_writes.store(stats.page_writes, Ordering::Relaxed);
+        self.page_writes_hot
+            .store(stats.page_writes_hot, Ordering::Relaxed);
         self.evictions.store(stats.evictions, Ordering::Relaxed);
         self.log_room_waits
             .store(stats.log_room_waits, Ordering::Relaxed);

@@ -10,7 +10,9 @@
 use super::aio::AioBackend;
 use super::sync::SyncBackend;
 use super::uring::UringBackend;
-use super::{BackendKind, IoConfig, IoError, IoErrorKind, IoOp, Storage, DIRECT_IO_ALIGN};
+use super::{
+    BackendKind, IoConfig, IoError, IoErrorKind, IoOp, Storage, WriteClass, DIRECT_IO_ALIGN,
+};
 use crate::error::{Error, Result};
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -33,6 +35,9 @@ pub struct IoRequest {
     /// Some(device): `offset` is an offset in that extra file (a device
     /// index past the data devices, see [`Storage::data_device_count`]).
     pub file: Option<u32>,
+    /// What a write carries (reads and syncs: [`WriteClass::DataCold`],
+    /// unused).
+    pub class: WriteClass,
 }
 
 impl IoRequest {
@@ -45,6 +50,7 @@ impl IoRequest {
             len,
             user_data,
             file: None,
+            class: WriteClass::DataCold,
         }
     }
 
@@ -57,6 +63,7 @@ impl IoRequest {
             len,
             user_data,
             file: None,
+            class: WriteClass::DataCold,
         }
     }
 
@@ -68,7 +75,8 @@ impl IoRequest {
         }
     }
 
-    /// A write of `len` bytes at `offset` of extra file `device`.
+    /// A write of `len` bytes at `offset` of extra file `device` (class
+    /// [`WriteClass::Log`], what extra files hold).
     pub fn write_file(
         device: usize,
         offset: u64,
@@ -78,8 +86,14 @@ impl IoRequest {
     ) -> Self {
         IoRequest {
             file: Some(device as u32),
+            class: WriteClass::Log,
             ..IoRequest::write(offset, buf, len, user_data)
         }
+    }
+
+    /// The same request carrying `class`.
+    pub fn with_class(self, class: WriteClass) -> Self {
+        IoRequest { class, ..self }
     }
 
     /// A write of `len` bytes at `offset` of extra file `device`, durable
@@ -107,6 +121,7 @@ impl IoRequest {
             len: 0,
             user_data,
             file: None,
+            class: WriteClass::DataCold,
         }
     }
 }
@@ -130,6 +145,7 @@ pub(crate) struct Slot {
     pub(crate) buf: *mut u8,
     pub(crate) len: u32,
     pub(crate) user_data: u64,
+    pub(crate) class: WriteClass,
 }
 
 const EMPTY_SLOT: Slot = Slot {
@@ -140,6 +156,7 @@ const EMPTY_SLOT: Slot = Slot {
     buf: std::ptr::null_mut(),
     len: 0,
     user_data: 0,
+    class: WriteClass::DataCold,
 };
 
 /// Kernel-facing part of a channel.
@@ -507,6 +524,7 @@ fn slot_of(req: &IoRequest) -> Slot {
         buf: req.buf,
         len: req.len,
         user_data: req.user_data,
+        class: req.class,
     }
 }
 

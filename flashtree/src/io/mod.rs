@@ -49,6 +49,45 @@ pub const PAGE_SIZE: usize = 4096;
 /// the logical block size of every device this runs on; page I/O is 4096.
 pub const DIRECT_IO_ALIGN: usize = 512;
 
+/// What a write carries, by how long it lives on the device: the class a
+/// device that places writes by lifetime (write streams, FDP) would keep
+/// apart. Every write request has one ([`IoRequest::class`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum WriteClass {
+    /// A data page the buffer pool counts as hot (used again lately).
+    DataHot,
+    /// Any other data page.
+    DataCold,
+    /// Log blocks: rewritten one turn of their ring later.
+    Log,
+    /// Temporary data.
+    Temp,
+    /// Superblocks and checkpoint slots.
+    Meta,
+}
+
+impl WriteClass {
+    /// Every class, in report order.
+    pub const ALL: [WriteClass; 5] = [
+        WriteClass::Log,
+        WriteClass::DataHot,
+        WriteClass::DataCold,
+        WriteClass::Temp,
+        WriteClass::Meta,
+    ];
+
+    /// Its name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            WriteClass::DataHot => "hot data",
+            WriteClass::DataCold => "cold data",
+            WriteClass::Log => "log",
+            WriteClass::Temp => "temp",
+            WriteClass::Meta => "meta",
+        }
+    }
+}
+
 /// Which kernel interface a channel uses.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BackendKind {

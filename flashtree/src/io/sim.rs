@@ -139,6 +139,9 @@ struct State {
     faults: Vec<(u64, u64, FaultKind)>,
     injected: u64,
     crashes: u64,
+    /// With `Some`, the class of every write the storage makes through
+    /// a channel or its raw writes: (file, offset, length, class).
+    classes: Option<Vec<(SimFileId, u64, u64, super::WriteClass)>>,
 }
 
 /// The simulated disk: see the module documentation.
@@ -320,6 +323,7 @@ impl SimDisk {
                 faults: Vec::new(),
                 injected: 0,
                 crashes: 0,
+                classes: None,
             }),
         })
     }
@@ -327,6 +331,38 @@ impl SimDisk {
     /// See [`SimConfig::log_writes_then_sync`].
     pub fn log_writes_then_sync(&self) -> bool {
         self.lock().config.log_writes_then_sync
+    }
+
+    /// Starts recording the class of every write the storage makes (see
+    /// [`SimDisk::write_classes`]).
+    pub fn record_write_classes(&self) {
+        self.lock().classes.get_or_insert_with(Vec::new);
+    }
+
+    /// Notes the class of a write about to be made to `file`.
+    pub(crate) fn note_write_class(
+        &self,
+        file: SimFileId,
+        offset: u64,
+        len: u64,
+        class: super::WriteClass,
+    ) {
+        if let Some(classes) = &mut self.lock().classes {
+            classes.push((file, offset, len, class));
+        }
+    }
+
+    /// The writes recorded since [`SimDisk::record_write_classes`]:
+    /// (path, offset, length, class).
+    pub fn write_classes(&self) -> Vec<(PathBuf, u64, u64, super::WriteClass)> {
+        let s = self.lock();
+        s.classes
+            .iter()
+            .flatten()
+            .map(|&(f, offset, len, class)| {
+                (s.files[f.0 as usize].path.clone(), offset, len, class)
+            })
+            .collect()
     }
 
     /// Space used and free: (bytes of all files, `SimConfig::space_bytes`).

@@ -564,6 +564,7 @@ impl Storage {
             buf,
             len: len as u32,
             user_data: 0,
+            class: super::WriteClass::Meta,
         };
         // SAFETY: the callers pass a buffer valid for `len` bytes (an
         // AlignedBuf they hold across the call; none for a sync).
@@ -607,6 +608,9 @@ impl Storage {
         let len = slot.len as usize;
         match &device.file {
             DeviceFile::Sim(sim, id) => {
+                if matches!(slot.op, IoOp::Write | IoOp::WriteDsync) {
+                    sim.note_write_class(*id, slot.device_offset, len as u64, slot.class);
+                }
                 let result = match slot.op {
                     IoOp::Read => {
                         // SAFETY: the caller's contract.
