@@ -696,7 +696,7 @@ fn run_combination(
         let name = &run.summary.engine;
         write_json(&out_dir.join(format!("{name}.json")), run)?;
         if run.profile.is_some() {
-            crate::report::write_profile_text(out_dir, &run)?;
+            crate::report::write_profile_text(out_dir, run)?;
         }
         if args.json {
             println!(
@@ -930,8 +930,7 @@ fn run_engine(
         let mut run = measured?;
         closed?;
         add_disk_after_run(&mut run, &dir);
-        run.summary.rss_before_open_bytes =
-            Some(rss_before_open_bytes).filter(|&bytes| bytes > 0);
+        run.summary.rss_before_open_bytes = Some(rss_before_open_bytes).filter(|&bytes| bytes > 0);
         Ok(run)
     });
     if let Some(Ok(group)) = cgroup {
@@ -1230,9 +1229,9 @@ fn engine_run(
         space_amp_after_load: space_amp(load.disk_bytes, load.raw_bytes),
         space_amp_after_run: None,
         space_notes: load.notes,
-        process_reads_4kib_per_sec: best
-            .process_read_bytes
-            .map(|bytes| bytes as f64 / crate::cost::RATED_READ_BYTES as f64 / best.wall_s.max(1e-9)),
+        process_reads_4kib_per_sec: best.process_read_bytes.map(|bytes| {
+            bytes as f64 / crate::cost::RATED_READ_BYTES as f64 / best.wall_s.max(1e-9)
+        }),
         rss_before_open_bytes: None,
         rss_peak_bytes: best.rss_peak_bytes,
         page_cache_peak_bytes: None,
@@ -1437,6 +1436,51 @@ mod tests {
         assert_eq!(spread.flashtree_ratio[0].1, vec![3.0, 2.0, 2.0]);
         assert_eq!(spread.flashtree_ratio[0].2, (2.0, 2.0, 3.0));
         assert_eq!(min_median_max(Vec::new()), None);
+    }
+
+    #[test]
+    fn a_result_is_priced_from_its_resident_memory_disk_and_reads() {
+        let prices = Prices::default_table();
+        let mut s = Summary::for_tests("rocksdb", 10_000.0, 50.0);
+        s.cpu_s = 5.0;
+        s.wall_s = 10.0;
+        s.pool_bytes = 64 << 20;
+        s.rss_before_open_bytes = Some(100 << 20);
+        s.rss_peak_bytes = Some(200 << 20);
+        s.disk_bytes_after_run = Some(3_750_000_000);
+        s.process_reads_4kib_per_sec = Some(5_500.0);
+        s.read_iops = Some(99_999.0);
+        s.price(&prices, Some(11_000.0));
+        let c = s.cost.clone().unwrap();
+        // Resident growth 100 MiB beats the 64 MiB cache.
+        assert_eq!(c.dram_bytes, 100 << 20);
+        assert_eq!(c.cores_used, 0.5);
+        assert_eq!(c.ssd_share_by_space, Some(0.01));
+        assert_eq!(c.ssd_share_by_reads, Some(0.01));
+        assert_eq!(c.device_share_used, Some(0.5));
+        let usd = 0.5 * 2517.0 / 40.0 + 100.0 / 1024.0 * 1157.94 / 192.0 + 0.01 * 999.0;
+        assert!((c.usd_total - usd).abs() < 1e-9, "{} vs {usd}", c.usd_total);
+        assert!((c.ops_per_sec_per_usd - 10_000.0 / usd).abs() < 1e-9);
+        assert!(c.notes.is_empty(), "{:?}", c.notes);
+        // A page-cache engine with a cache of its own adds its page cache;
+        // LMDB's page cache is its cache (mapped: in its resident memory).
+        s.page_cache_peak_bytes = Some(16 << 20);
+        assert_eq!(s.dram_bytes(), 116 << 20);
+        s.engine = "lmdb".into();
+        assert_eq!(s.dram_bytes(), 100 << 20);
+        // What was not measured is said.
+        s.rss_peak_bytes = None;
+        s.process_reads_4kib_per_sec = None;
+        s.disk_bytes_after_run = None;
+        s.price(&prices, None);
+        let c = s.cost.unwrap();
+        assert_eq!(c.dram_bytes, 64 << 20);
+        assert_eq!(c.reads_per_sec, Some(99_999.0));
+        assert_eq!(c.storage_bytes, Some(200_000));
+        let notes = c.notes.join("; ");
+        for expected in ["block device", "DRAM is the pool alone", "after the load"] {
+            assert!(notes.contains(expected), "{expected:?} not in {notes}");
+        }
     }
 
     #[test]

@@ -409,7 +409,9 @@ mod tests {
         assert!(close(p.ssd_usd, 999.0));
         assert_eq!(p.ssd_bytes, 375_000_000_000);
         assert!(close(p.ssd_random_read_iops, 550_000.0));
-        assert!(p.ssd_random_read_iops_source.starts_with("NOT from the paper"));
+        assert!(p
+            .ssd_random_read_iops_source
+            .starts_with("NOT from the paper"));
         assert_eq!(p.parts.len(), 3);
         let line = p.describe();
         assert!(line.contains("$62.92 per core used"), "{line}");
@@ -542,8 +544,14 @@ mod tests {
     fn bad_tables_are_clear_errors() {
         let good = DEFAULT_PRICES_TOML;
         let cases: Vec<(String, &str)> = vec![
-            (good.replace("usd = 2517.0", "usd = -2517.0"), "cpu.usd must be a positive"),
-            (good.replace("usd = 999.0", "usd = 0.0"), "ssd.usd must be a positive"),
+            (
+                good.replace("usd = 2517.0", "usd = -2517.0"),
+                "cpu.usd must be a positive",
+            ),
+            (
+                good.replace("usd = 999.0", "usd = 0.0"),
+                "ssd.usd must be a positive",
+            ),
             (
                 good.replace("random_read_iops = 550000.0", "random_read_iops = -1.0"),
                 "ssd.random_read_iops must be a positive",
@@ -559,8 +567,14 @@ mod tests {
             ),
             (good.replace("date = ", "dat = "), "unknown field"),
             (good.replace("[ssd]", "[ssd\n"), "price table t"),
-            (good.replace("usd = 1157.94", "usd = \"a lot\""), "invalid type"),
-            (good.replace("source = \"Huang", "source = \"  \" #"), "source is empty"),
+            (
+                good.replace("usd = 1157.94", "usd = \"a lot\""),
+                "invalid type",
+            ),
+            (
+                good.replace("source = \"Huang", "source = \"  \" #"),
+                "source is empty",
+            ),
             ("{\"name\": 1}".to_string(), "price table t"),
         ];
         for (text, expected) in cases {
@@ -569,7 +583,10 @@ mod tests {
             assert!(error.starts_with("price table t"), "{error}");
         }
         let error = Prices::load(Some(Path::new("/nonexistent/prices.toml"))).unwrap_err();
-        assert!(error.starts_with("--prices /nonexistent/prices.toml"), "{error}");
+        assert!(
+            error.starts_with("--prices /nonexistent/prices.toml"),
+            "{error}"
+        );
         assert_eq!(Prices::load(None).unwrap(), Prices::default_table());
     }
 }

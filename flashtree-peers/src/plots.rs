@@ -98,7 +98,10 @@ fn bars_into<DB: DrawingBackend>(
     chart
         .draw_series(values.iter().enumerate().map(|(i, value)| {
             let mut bar = Rectangle::new(
-                [(SegmentValue::Exact(i), 0.0), (SegmentValue::Exact(i + 1), *value)],
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), *value),
+                ],
                 Palette99::pick(i).filled(),
             );
             bar.set_margin(0, 0, 15, 15);
@@ -117,7 +120,12 @@ fn cost_bars(path: &Path, runs: &[EngineRun]) -> Result<(), String> {
     let ops: Vec<f64> = runs.iter().map(|r| r.summary.ops_per_sec).collect();
     let per_usd: Vec<f64> = runs
         .iter()
-        .map(|r| r.summary.cost.as_ref().map_or(0.0, |c| c.ops_per_sec_per_usd))
+        .map(|r| {
+            r.summary
+                .cost
+                .as_ref()
+                .map_or(0.0, |c| c.ops_per_sec_per_usd)
+        })
         .collect();
     let workload = &runs[0].summary.workload;
     bars_into(&left, &format!("{workload}: ops/s"), "ops/s", &names, &ops)?;

@@ -348,11 +348,18 @@ pub fn cost_table(runs: &[EngineRun]) -> String {
         text,
         "| engine | ops/s | cores used | DRAM MiB | storage MB | reads/s (4 KiB) | device share used | SSD share (space / reads) | $ CPU | $ DRAM | $ storage | $ total | ops/s per $ | flashtree ÷ (ops/s per $) |"
     );
-    let _ = writeln!(text, "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let _ = writeln!(
+        text,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
     for run in runs {
         let s = &run.summary;
         let Some(c) = &s.cost else {
-            let _ = writeln!(text, "| {} | {:.0} | not priced |||||||||||||", s.engine, s.ops_per_sec);
+            let _ = writeln!(
+                text,
+                "| {} | {:.0} | not priced |||||||||||||",
+                s.engine, s.ops_per_sec
+            );
             continue;
         };
         let _ = writeln!(
@@ -548,4 +555,60 @@ pub fn append_rounds(out_dir: &Path, spread: &crate::compare::RoundSpread) -> Re
         table(&mut text, "flashtree ÷", &spread.flashtree_ratio, 2);
     }
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cost_section_names_its_prices_and_gives_a_row_per_engine() {
+        let prices = Prices::default_table();
+        let mut runs = vec![
+            crate::targets::tests::run("flashtree", 30_000.0, 20.0, 30_000.0),
+            crate::targets::tests::run("rocksdb", 10_000.0, 50.0, 10_000.0),
+            crate::targets::tests::run("lmdb", 5_000.0, 50.0, 5_000.0),
+        ];
+        for run in &mut runs {
+            run.summary.wall_s = 10.0;
+            run.summary.cpu_s = 10.0;
+            run.summary.price(&prices, Some(100_000.0));
+        }
+        runs.pop();
+        crate::cost::set_flashtree_ratios(runs.iter_mut().filter_map(|run| {
+            let s = &mut run.summary;
+            s.cost.as_mut().map(|cost| (s.engine.as_str(), cost))
+        }));
+        runs.push(crate::targets::tests::run("lmdb", 5_000.0, 50.0, 5_000.0));
+        let mut text = String::new();
+        write_cost_section(&mut text, &runs, &prices);
+        assert!(text.contains("SSDs Striking Back"), "{text}");
+        assert!(text.contains("CIDR 2022"), "{text}");
+        assert!(text.contains("August/September 2021"), "{text}");
+        assert!(text.contains("NOT from the paper"), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(rows.len(), 4, "{text}");
+        let flashtree = runs[0].summary.cost.as_ref().unwrap();
+        let rocksdb = runs[1].summary.cost.as_ref().unwrap();
+        // One core each: $62.93 of CPU; the pool of 1 MiB; 30k reads/s of
+        // the SSD's 550k.
+        assert!(
+            rows[1].starts_with("| flashtree | 30000 | 1.000 | 1.0 | 0.3 | 30000 | 0.300 |"),
+            "{}",
+            rows[1]
+        );
+        assert!(rows[1].contains("| 62.92 |"), "{}", rows[1]);
+        assert!(
+            rows[1].ends_with(&format!("| {:.1} | 1.00 |", flashtree.ops_per_sec_per_usd)),
+            "{}",
+            rows[1]
+        );
+        let ratio = flashtree.ops_per_sec_per_usd / rocksdb.ops_per_sec_per_usd;
+        assert!(rows[2].ends_with(&format!("| {ratio:.2} |")), "{}", rows[2]);
+        assert!(
+            rows[3].contains("| lmdb | 5000 | not priced"),
+            "{}",
+            rows[3]
+        );
+    }
 }

@@ -205,7 +205,11 @@ fn pool_share_workloads(done: &[Combination]) -> Vec<(String, Vec<&Combination>)
         }
     }
     for (_, list) in &mut workloads {
-        list.sort_by(|a, b| b.pool_share.unwrap_or(0.0).total_cmp(&a.pool_share.unwrap_or(0.0)));
+        list.sort_by(|a, b| {
+            b.pool_share
+                .unwrap_or(0.0)
+                .total_cmp(&a.pool_share.unwrap_or(0.0))
+        });
     }
     workloads
 }
@@ -233,9 +237,19 @@ fn pool_share_section(done: &[Combination]) -> String {
         let _ = writeln!(text, "\n### {workload}\n");
         let shares: Vec<String> = list
             .iter()
-            .map(|c| format!("[{}]({}/report.md)", c.pool_share.unwrap_or(0.0), c.dir_name()))
+            .map(|c| {
+                format!(
+                    "[{}]({}/report.md)",
+                    c.pool_share.unwrap_or(0.0),
+                    c.dir_name()
+                )
+            })
             .collect();
-        let _ = writeln!(text, "| engine | figure | {} | best share |", shares.join(" | "));
+        let _ = writeln!(
+            text,
+            "| engine | figure | {} | best share |",
+            shares.join(" | ")
+        );
         let _ = writeln!(text, "|---|---|{}---|", "---|".repeat(list.len()));
         for engine in &engines {
             let ops: Vec<String> = list
@@ -289,13 +303,22 @@ pub fn write_summary(
     ratio_bars(&dir.join("summary.png"), done, "ops/s", &|c, peer| {
         c.flashtree_ratio(peer)
     })?;
-    ratio_bars(&dir.join("summary-cost.png"), done, "ops/s per $", &|c, peer| {
-        c.ops_per_usd("flashtree")
-            .zip(c.ops_per_usd(peer).filter(|v| *v > 0.0))
-            .map(|(ours, theirs)| ours / theirs)
-    })?;
+    ratio_bars(
+        &dir.join("summary-cost.png"),
+        done,
+        "ops/s per $",
+        &|c, peer| {
+            c.ops_per_usd("flashtree")
+                .zip(c.ops_per_usd(peer).filter(|v| *v > 0.0))
+                .map(|(ours, theirs)| ours / theirs)
+        },
+    )?;
     for (workload, list) in pool_share_workloads(done) {
-        pool_share_plot(&dir.join(format!("pool-shares-{workload}.png")), &workload, &list)?;
+        pool_share_plot(
+            &dir.join(format!("pool-shares-{workload}.png")),
+            &workload,
+            &list,
+        )?;
     }
     Ok(())
 }
@@ -307,14 +330,12 @@ fn pool_share_plot(path: &Path, workload: &str, list: &[&Combination]) -> Result
     let root = BitMapBackend::new(path, (1300, 540)).into_drawing_area();
     root.fill(&WHITE).map_err(err)?;
     let (left, right) = root.split_horizontally(650);
-    let share_min = list
-        .iter()
-        .filter_map(|c| c.pool_share)
-        .fold(1.0, f64::min)
-        * 0.8;
+    let share_min = list.iter().filter_map(|c| c.pool_share).fold(1.0, f64::min) * 0.8;
     type Figure<'a> = &'a dyn Fn(&Combination, &str) -> Option<f64>;
     let panels: [(&DrawingArea<_, _>, &str, Figure<'_>); 2] = [
-        (&left, "ops/s", &|c, e| c.summary_of(e).map(|s| s.ops_per_sec)),
+        (&left, "ops/s", &|c, e| {
+            c.summary_of(e).map(|s| s.ops_per_sec)
+        }),
         (&right, "ops/s per $", &|c, e| c.ops_per_usd(e)),
     ];
     for (area, y_desc, figure) in panels {
@@ -324,7 +345,10 @@ fn pool_share_plot(path: &Path, workload: &str, list: &[&Combination]) -> Result
             .fold(1e-9, f64::max)
             * 1.15;
         let mut chart = ChartBuilder::on(area)
-            .caption(format!("{workload}: {y_desc} by pool share"), ("sans-serif", 22))
+            .caption(
+                format!("{workload}: {y_desc} by pool share"),
+                ("sans-serif", 22),
+            )
             .margin(15)
             .x_label_area_size(40)
             .y_label_area_size(80)
@@ -393,7 +417,10 @@ fn ratio_bars(
         .map(|c| format!("{} ×{}", c.workload, c.data_factor))
         .collect();
     let mut chart = ChartBuilder::on(&root)
-        .caption(format!("flashtree {figure} ÷ each engine's"), ("sans-serif", 24))
+        .caption(
+            format!("flashtree {figure} ÷ each engine's"),
+            ("sans-serif", 24),
+        )
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(60)
@@ -604,7 +631,10 @@ mod tests {
         let memory = crate::sys::parse_bytes("64MiB").unwrap();
         let lookup = crate::compare::build_workload(&all[0], memory).unwrap();
         let data_bytes = lookup.dataset_bytes();
-        assert!(data_bytes > 9 * memory && data_bytes <= 10 * memory, "{data_bytes}");
+        assert!(
+            data_bytes > 9 * memory && data_bytes <= 10 * memory,
+            "{data_bytes}"
+        );
         for (at, share) in [1.0, 0.5, 0.05].into_iter().enumerate() {
             let c = &all[at];
             assert_eq!(c.workload, "lookup");
@@ -667,14 +697,19 @@ mod tests {
         );
         // The sweep, largest share first, and the best share by ops/s per $.
         assert!(
-            text.contains("| flashtree | ops/s per $ | 10.0 | 19.0 | 30.0 | **0.1** (30.0 ops/s per $) |"),
+            text.contains(
+                "| flashtree | ops/s per $ | 10.0 | 19.0 | 30.0 | **0.1** (30.0 ops/s per $) |"
+            ),
             "{text}"
         );
         assert!(
             text.contains("| lmdb | ops/s per $ | 8.0 | 10.0 | 2.0 | **0.5** (10.0 ops/s per $) |"),
             "{text}"
         );
-        assert!(text.contains("| lmdb | ops/s | 800 | 500 | 100 | |"), "{text}");
+        assert!(
+            text.contains("| lmdb | ops/s | 800 | 500 | 100 | |"),
+            "{text}"
+        );
         let dir = tempfile::tempdir().unwrap();
         write_summary(dir.path(), &args, &Prices::default_table(), &done).unwrap();
         for png in ["summary.png", "summary-cost.png", "pool-shares-lookup.png"] {

@@ -623,6 +623,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn peak_resident_memory_resets_to_the_current_one() {
+        if !reset_peak_rss() {
+            eprintln!("skipped: /proc/self/clear_refs cannot reset the peak here");
+            return;
+        }
+        let grown = 64usize << 20;
+        let block = vec![1u8; grown];
+        std::hint::black_box(&block);
+        let peak = peak_rss_bytes().unwrap();
+        assert!(peak >= grown as u64, "{peak}");
+        drop(block);
+        release_free_memory();
+        assert!(reset_peak_rss());
+        let after = peak_rss_bytes().unwrap();
+        assert!(
+            after + (grown as u64) / 2 <= peak,
+            "peak {after} after the reset, {peak} before"
+        );
+    }
+
+    #[test]
     fn sizes_parse() {
         assert_eq!(parse_bytes("128MiB").unwrap(), 128 << 20);
         assert_eq!(parse_bytes("4096").unwrap(), 4096);
