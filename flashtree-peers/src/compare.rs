@@ -268,7 +268,8 @@ impl CompareArgs {
                 all.push(CompareArgs {
                     workload: workload.clone(),
                     memory: pool_bytes.to_string(),
-                    data_factor: (data_bytes as f64 / pool_bytes as f64).to_string(),
+                    // Nominal: the pool is the share of the data, truncated to bytes.
+                    data_factor: (1.0 / share).to_string(),
                     records: Some(data.records_count()),
                     pool_shares: None,
                     pool_share: Some(share),

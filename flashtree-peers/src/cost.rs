@@ -279,8 +279,10 @@ pub struct CostInputs {
 /// The cost of one run's resources and its ops/s per $.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CostFigures {
-    /// The price table's name (its source and date are in the report).
+    /// The price table's name, source and date.
     pub prices: String,
+    pub prices_source: String,
+    pub prices_date: String,
     /// CPU seconds ÷ wall seconds.
     pub cores_used: f64,
     pub dram_bytes: u64,
@@ -350,6 +352,8 @@ pub fn cost_of(inputs: &CostInputs, prices: &Prices) -> CostFigures {
     let usd_total = usd_cpu + usd_dram + usd_storage;
     CostFigures {
         prices: prices.name.clone(),
+        prices_source: prices.source.clone(),
+        prices_date: prices.date.clone(),
         cores_used,
         dram_bytes: inputs.dram_bytes,
         storage_bytes: inputs.storage_bytes,

@@ -357,6 +357,8 @@ fn pool_share_plot(path: &Path, workload: &str, list: &[&Combination]) -> Result
         chart
             .configure_mesh()
             .x_desc("pool ÷ data")
+            .x_labels(8)
+            .x_label_formatter(&|x| format!("{x:.2}"))
             .y_desc(y_desc)
             .draw()
             .map_err(err)?;
@@ -644,7 +646,7 @@ mod tests {
             assert_eq!(pool, (data_bytes as f64 * share) as u64);
             let w = crate::compare::build_workload(c, pool).unwrap();
             assert_eq!(w.dataset_bytes(), data_bytes, "the data stays the same");
-            assert!((c.data_factor_value().unwrap() - 1.0 / share).abs() < 1e-6);
+            assert_eq!(c.data_factor_value().unwrap(), 1.0 / share);
         }
         assert_eq!(all[3].workload, "ycsb-b");
         for bad in ["0", "1.5", "x", "0.5,0.5", "0.5,-0.1"] {
@@ -723,5 +725,10 @@ mod tests {
         assert_eq!(first["pool_share"], 1.0);
         assert_eq!(first["cost"]["ops_per_sec_per_usd"], 10.0);
         assert_eq!(first["cost"]["prices"], "huang-cidr2022-p4800x1");
+        assert_eq!(first["cost"]["prices_date"], "August/September 2021");
+        assert!(first["cost"]["prices_source"]
+            .as_str()
+            .unwrap()
+            .contains("SSDs Striking Back"));
     }
 }
