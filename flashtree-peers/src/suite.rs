@@ -382,6 +382,7 @@ fn pool_share_plot(path: &Path, workload: &str, list: &[&Combination]) -> Result
         }
         chart
             .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
             .background_style(WHITE.mix(0.8))
             .border_style(BLACK)
             .draw()
