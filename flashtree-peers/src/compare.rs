@@ -716,6 +716,10 @@ fn run_combination(
         }
     }
     crate::report::write_report(out_dir, args, &runs, device_iops, prices)?;
+    eprintln!(
+        "cost, priced from {} (prices of {}):",
+        prices.name, prices.date
+    );
     eprint!("{}", crate::report::cost_table(&runs));
     if args.rounds > 1 {
         crate::report::append_rounds(out_dir, &spread)?;

@@ -732,4 +732,39 @@ mod tests {
             .unwrap()
             .contains("SSDs Striking Back"));
     }
+
+    #[test]
+    fn a_bad_price_table_stops_the_comparison_before_anything_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results");
+        let prices = dir.path().join("prices.toml");
+        for (text, expected) in [
+            (Some("name = \"x\"\n"), "missing field"),
+            (Some("name = "), "price table"),
+            (None, "No such file"),
+        ] {
+            if let Some(text) = text {
+                std::fs::write(&prices, text).unwrap();
+            } else {
+                let _ = std::fs::remove_file(&prices);
+            }
+            let args = Cli::parse_from([
+                "compare".as_ref(),
+                "--engines".as_ref(),
+                "lmdb".as_ref(),
+                "--prices".as_ref(),
+                prices.as_os_str(),
+                "--results".as_ref(),
+                results.as_os_str(),
+                "--dir".as_ref(),
+                dir.path().join("data").as_os_str(),
+            ])
+            .args;
+            let error =
+                crate::compare::run_compare(&args, &crate::compare::Hooks::default()).unwrap_err();
+            assert!(error.contains(expected), "{expected:?} not in {error:?}");
+            assert!(error.contains("prices.toml"), "{error}");
+            assert!(!results.exists(), "nothing runs");
+        }
+    }
 }
