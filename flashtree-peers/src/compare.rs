@@ -18,6 +18,7 @@ use serde::Serialize;
 
 use crate::adapters::{cache_setting, open_peer, page_cache_bytes};
 use crate::cgroup::MemoryCgroup;
+use crate::cost::{cost_of, set_flashtree_ratios, CostFigures, CostInputs, Prices};
 use crate::driver::{best_index, run_phase, sweep_counts, sweep_threads, PhaseResult, PhaseSpec};
 use crate::engine::{Concurrency, DurabilityMode, Engine, EngineConfig, EngineFactory};
 use crate::job::Phase;
@@ -123,6 +124,23 @@ pub struct CompareArgs {
     /// headline numbers.
     #[arg(long)]
     pub profile: bool,
+    /// Price table (TOML or JSON: $ per core, per GiB of DRAM and of SSD,
+    /// the SSD's rated random-read IOPS, source and date) for each
+    /// result's cost and ops/s per $ ([`crate::cost`]). Default: built in,
+    /// from Table 1 of Huang et al., "SSDs Striking Back", CIDR 2022.
+    #[arg(long)]
+    pub prices: Option<PathBuf>,
+    /// Pool-share sweep: run each workload (lookup, ycsb-a .. ycsb-f) with
+    /// each engine's pool or cache at these shares of the data, e.g.
+    /// 1.0,0.8,0.5,0.2,0.1,0.05; the data is --memory × --data-factor (or
+    /// --records) and stays the same at every share. summary.md names each
+    /// engine's best share by ops/s per $ and pool-shares-<workload>.png
+    /// plots ops/s and ops/s per $ against the share.
+    #[arg(long)]
+    pub pool_shares: Option<String>,
+    /// The pool share this run is one point of (set by the sweep).
+    #[arg(skip)]
+    pub pool_share: Option<f64>,
 }
 
 /// Callbacks the engine crate supplies (this crate does not depend on it).
@@ -156,6 +174,24 @@ fn parse_workloads(text: &str) -> Result<Vec<String>, String> {
     Ok(workloads)
 }
 
+/// The shares `--pool-shares` lists, each in (0, 1], without repeats.
+fn parse_pool_shares(text: &str) -> Result<Vec<f64>, String> {
+    let shares: Vec<f64> = text
+        .split(',')
+        .map(|f| f.trim().parse::<f64>())
+        .collect::<Result<_, _>>()
+        .map_err(|_| format!("bad --pool-shares {text:?}: use e.g. 1.0,0.5,0.1"))?;
+    if let Some(bad) = shares.iter().find(|f| !(**f > 0.0 && **f <= 1.0)) {
+        return Err(format!("--pool-shares {bad} out of range (0, 1]"));
+    }
+    for (at, share) in shares.iter().enumerate() {
+        if shares[..at].contains(share) {
+            return Err(format!("--pool-shares lists {share} twice"));
+        }
+    }
+    Ok(shares)
+}
+
 /// The data factors `--data-factor` lists, each in (0, 1000].
 fn parse_data_factors(text: &str) -> Result<Vec<f64>, String> {
     let factors: Vec<f64> = text
@@ -186,6 +222,9 @@ impl CompareArgs {
     /// outermost, each with a single workload and data factor.
     pub fn combinations(&self) -> Result<Vec<CompareArgs>, String> {
         let workloads = parse_workloads(&self.workload)?;
+        if let Some(shares) = &self.pool_shares {
+            return self.pool_share_combinations(&workloads, &parse_pool_shares(shares)?);
+        }
         let factors = parse_data_factors(&self.data_factor)?;
         let mut all = Vec::with_capacity(workloads.len() * factors.len());
         for workload in &workloads {
@@ -198,6 +237,55 @@ impl CompareArgs {
             }
         }
         Ok(all)
+    }
+}
+
+impl CompareArgs {
+    /// One copy per (workload, pool share), workloads outermost: the data of
+    /// `--memory` × `--data-factor` (or `--records`) records, fixed, and
+    /// the memory budget that share of its bytes.
+    fn pool_share_combinations(
+        &self,
+        workloads: &[String],
+        shares: &[f64],
+    ) -> Result<Vec<CompareArgs>, String> {
+        let memory_bytes = parse_bytes(&self.memory)?;
+        let mut all = Vec::with_capacity(workloads.len() * shares.len());
+        for workload in workloads {
+            if !(workload == "lookup" || workload.starts_with("ycsb-")) {
+                return Err(format!(
+                    "--pool-shares runs lookup and YCSB workloads, not {workload}"
+                ));
+            }
+            let single = CompareArgs {
+                workload: workload.clone(),
+                ..self.clone()
+            };
+            let data = build_workload(&single, memory_bytes)?;
+            let data_bytes = data.dataset_bytes();
+            for &share in shares {
+                let pool_bytes = ((data_bytes as f64 * share) as u64).max(1 << 20);
+                all.push(CompareArgs {
+                    workload: workload.clone(),
+                    memory: pool_bytes.to_string(),
+                    // Nominal: the pool is the share of the data, truncated to bytes.
+                    data_factor: (1.0 / share).to_string(),
+                    records: Some(data.records_count()),
+                    pool_shares: None,
+                    pool_share: Some(share),
+                    ..self.clone()
+                });
+            }
+        }
+        Ok(all)
+    }
+
+    /// The results subdirectory of one combination.
+    fn combination_dir(&self) -> Result<String, String> {
+        Ok(match self.pool_share {
+            Some(share) => format!("{}-pool{share}", self.workload),
+            None => format!("{}-x{}", self.workload, self.data_factor_value()?),
+        })
     }
 }
 
@@ -218,6 +306,8 @@ pub struct Summary {
     pub write_iops: Option<f64>,
     pub hit_ratio: Option<f64>,
     pub cpu_s: f64,
+    /// Wall seconds of the best run (cores used = `cpu_s / wall_s`).
+    pub wall_s: f64,
     pub cpu_us_per_op: Option<f64>,
     /// Of `cpu_us_per_op`, µs in user space.
     pub cpu_us_per_op_user: Option<f64>,
@@ -248,6 +338,66 @@ pub struct Summary {
     /// Why a space figure is null, what `space_amp_after_run` divides by
     /// when not the live bytes, and where a reused load's figures come from.
     pub space_notes: Vec<String>,
+    /// Bytes the process read from storage per second in the best run,
+    /// in 4 KiB reads (`read_bytes` of `/proc/self/io` ÷ 4096; null: not
+    /// measurable).
+    pub process_reads_4kib_per_sec: Option<f64>,
+    /// Resident memory of the process just before the engine opened (after
+    /// the allocator gave its free memory back).
+    pub rss_before_open_bytes: Option<u64>,
+    /// Peak resident memory of the process during the best run.
+    pub rss_peak_bytes: Option<u64>,
+    /// Largest page cache charged to the engine's memory cgroup (engines
+    /// that read through the page cache; null: none).
+    pub page_cache_peak_bytes: Option<u64>,
+    /// The cost of the resources the best run used and its ops/s per $
+    /// ([`crate::cost`]; null until the comparison has priced it).
+    pub cost: Option<CostFigures>,
+}
+
+impl Summary {
+    /// DRAM the best run held ([`crate::cost::dram_bytes`]): the pool, or
+    /// the resident growth if larger, plus the page cache an engine with a
+    /// cache of its own held beside it (LMDB's page cache is its only
+    /// cache, mapped, so counted in its resident memory).
+    pub fn dram_bytes(&self) -> u64 {
+        let growth = self
+            .rss_peak_bytes
+            .zip(self.rss_before_open_bytes)
+            .map(|(peak, before)| peak.saturating_sub(before));
+        let beside = self.page_cache_peak_bytes.filter(|_| self.engine != "lmdb");
+        crate::cost::dram_bytes(self.pool_bytes, growth, beside)
+    }
+
+    /// Prices the best run's resources (see [`crate::cost`]).
+    pub fn price(&mut self, prices: &Prices, device_iops: Option<f64>) {
+        let reads_per_sec = self.process_reads_4kib_per_sec.or(self.read_iops);
+        let inputs = CostInputs {
+            ops_per_sec: self.ops_per_sec,
+            cpu_s: self.cpu_s,
+            wall_s: self.wall_s,
+            dram_bytes: self.dram_bytes(),
+            storage_bytes: self.disk_bytes_after_run.or(self.disk_bytes_after_load),
+            reads_per_sec,
+            device_iops,
+        };
+        let mut cost = cost_of(&inputs, prices);
+        if self.process_reads_4kib_per_sec.is_none() && self.read_iops.is_some() {
+            cost.notes.push(
+                "reads/s from the block device's counters (the process's own were not measurable)"
+                    .into(),
+            );
+        }
+        if self.rss_peak_bytes.is_none() || self.rss_before_open_bytes.is_none() {
+            cost.notes
+                .push("resident memory not measured: DRAM is the pool alone".into());
+        }
+        if self.disk_bytes_after_run.is_none() && self.disk_bytes_after_load.is_some() {
+            cost.notes
+                .push("storage: bytes on disk after the load (after the run n/a)".into());
+        }
+        self.cost = Some(cost);
+    }
 }
 
 #[cfg(test)]
@@ -269,6 +419,7 @@ impl Summary {
             write_iops: None,
             hit_ratio: None,
             cpu_s: 1.0,
+            wall_s: 1.0,
             cpu_us_per_op: Some(cpu_us_per_op),
             cpu_us_per_op_user: None,
             cpu_us_per_op_sys: None,
@@ -282,6 +433,11 @@ impl Summary {
             space_amp_after_load: Some(200_000.0 / 136_000.0),
             space_amp_after_run: Some(300_000.0 / 136_000.0),
             space_notes: Vec::new(),
+            process_reads_4kib_per_sec: None,
+            rss_before_open_bytes: None,
+            rss_peak_bytes: None,
+            page_cache_peak_bytes: None,
+            cost: None,
         }
     }
 }
@@ -416,54 +572,79 @@ pub fn run_compare(args: &CompareArgs, hooks: &Hooks) -> Result<(), String> {
             args.seconds
         ));
     }
+    let prices = Prices::load(args.prices.as_deref())?;
     let combinations = args.combinations()?;
     for combination in &combinations {
         build_workload(combination, memory_bytes)?;
     }
     pin_process_to(&cores)?;
     let out_dir = results_dir(&args.results)?;
-    if let [single] = combinations.as_slice() {
-        run_combination(single, hooks, &engines, &cores, &thread_counts, &out_dir)?;
+    let context = RunContext {
+        hooks,
+        engines: &engines,
+        cores: &cores,
+        thread_counts: &thread_counts,
+        prices: &prices,
+    };
+    if let ([single], None) = (combinations.as_slice(), &args.pool_shares) {
+        run_combination(single, &context, &out_dir)?;
     } else {
         let mut done = Vec::with_capacity(combinations.len());
         for combination in &combinations {
             let data_factor = combination.data_factor_value()?;
-            let dir = out_dir.join(format!("{}-x{data_factor}", combination.workload));
+            let dir = out_dir.join(combination.combination_dir()?);
             std::fs::create_dir_all(&dir)
                 .map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+            let at = match combination.pool_share {
+                Some(share) => format!("pool share {share} ({} B)", combination.memory),
+                None => format!("data factor {data_factor}"),
+            };
             eprintln!(
-                "== {} at data factor {data_factor} ({} of {}) ==",
+                "== {} at {at} ({} of {}) ==",
                 combination.workload,
                 done.len() + 1,
                 combinations.len()
             );
-            let (runs, device_iops) =
-                run_combination(combination, hooks, &engines, &cores, &thread_counts, &dir)?;
+            let (runs, device_iops) = run_combination(combination, &context, &dir)?;
             done.push(crate::suite::Combination {
                 workload: combination.workload.clone(),
                 data_factor,
+                pool_share: combination.pool_share,
                 device_iops,
                 summaries: runs.into_iter().map(|r| r.summary).collect(),
             });
             // Rewritten after every combination: a stopped suite keeps
             // the summary of what it finished.
-            crate::suite::write_summary(&out_dir, args, &done)?;
+            crate::suite::write_summary(&out_dir, args, &prices, &done)?;
         }
     }
     eprintln!("results in {}", out_dir.display());
     Ok(())
 }
 
+/// What every combination of a comparison runs with.
+struct RunContext<'a> {
+    hooks: &'a Hooks,
+    engines: &'a [String],
+    cores: &'a [usize],
+    thread_counts: &'a [usize],
+    prices: &'a Prices,
+}
+
 /// Runs one workload at one data factor on every engine into `out_dir`
 /// (JSON per engine, report.md, plots). Returns the runs and the device limit.
 fn run_combination(
     args: &CompareArgs,
-    hooks: &Hooks,
-    engines: &[String],
-    cores: &[usize],
-    thread_counts: &[usize],
+    context: &RunContext<'_>,
     out_dir: &Path,
 ) -> Result<(Vec<EngineRun>, Option<f64>), String> {
+    let RunContext {
+        hooks,
+        engines,
+        cores,
+        thread_counts,
+        prices,
+    } = *context;
     let memory_bytes = parse_bytes(&args.memory)?;
     if args.rounds == 0 || args.rounds > ROUNDS_MAX {
         return Err(format!("--rounds must be in 1..={ROUNDS_MAX}"));
@@ -496,14 +677,27 @@ fn run_combination(
         }
     }
     let spread = RoundSpread::of(engines, &rounds);
+    let device_iops = match &hooks.device_limit {
+        Some(measure) => Some(measure(&args.dir)?),
+        None => None,
+    };
     let mut runs = Vec::new();
-    for (name, mut engine_rounds) in engines.iter().zip(rounds) {
+    for mut engine_rounds in rounds {
         // The median round (by ops/s) stands for the engine.
         engine_rounds.sort_by(|a, b| a.summary.ops_per_sec.total_cmp(&b.summary.ops_per_sec));
-        let run = engine_rounds.swap_remove(engine_rounds.len() / 2);
-        write_json(&out_dir.join(format!("{name}.json")), &run)?;
+        let mut run = engine_rounds.swap_remove(engine_rounds.len() / 2);
+        run.summary.price(prices, device_iops);
+        runs.push(run);
+    }
+    set_flashtree_ratios(runs.iter_mut().filter_map(|run| {
+        let s = &mut run.summary;
+        s.cost.as_mut().map(|cost| (s.engine.as_str(), cost))
+    }));
+    for run in &runs {
+        let name = &run.summary.engine;
+        write_json(&out_dir.join(format!("{name}.json")), run)?;
         if run.profile.is_some() {
-            crate::report::write_profile_text(out_dir, &run)?;
+            crate::report::write_profile_text(out_dir, run)?;
         }
         if args.json {
             println!(
@@ -511,7 +705,6 @@ fn run_combination(
                 serde_json::to_string(&run.summary).map_err(|e| e.to_string())?
             );
         }
-        runs.push(run);
     }
     if args.rounds > 1 {
         write_json(&out_dir.join("rounds.json"), &spread)?;
@@ -522,11 +715,12 @@ fn run_combination(
             );
         }
     }
-    let device_iops = match &hooks.device_limit {
-        Some(measure) => Some(measure(&args.dir)?),
-        None => None,
-    };
-    crate::report::write_report(out_dir, args, &runs, device_iops)?;
+    crate::report::write_report(out_dir, args, &runs, device_iops, prices)?;
+    eprintln!(
+        "cost, priced from {} (prices of {}):",
+        prices.name, prices.date
+    );
+    eprint!("{}", crate::report::cost_table(&runs));
     if args.rounds > 1 {
         crate::report::append_rounds(out_dir, &spread)?;
     }
@@ -722,7 +916,10 @@ fn run_engine(
     };
     let cgroup = page_cache_bytes(name, memory_bytes).map(|bytes| MemoryCgroup::enter(name, bytes));
     let memory_limit = describe_memory_limit(name, memory_bytes, &cgroup);
-    let result = open_engine(name, &config, hooks).and_then(|engine| {
+    // The resident memory the engine adds is measured from here.
+    crate::sys::release_free_memory();
+    let rss_before_open_bytes = crate::sys::rss_bytes();
+    let mut result = open_engine(name, &config, hooks).and_then(|engine| {
         pin_process_to(cores)?;
         let measured = measure_engine(
             engine.as_ref(),
@@ -738,10 +935,14 @@ fn run_engine(
         let mut run = measured?;
         closed?;
         add_disk_after_run(&mut run, &dir);
+        run.summary.rss_before_open_bytes = Some(rss_before_open_bytes).filter(|&bytes| bytes > 0);
         Ok(run)
     });
     if let Some(Ok(group)) = cgroup {
-        group.leave()?;
+        let peaks = group.leave()?;
+        if let Ok(run) = &mut result {
+            run.summary.page_cache_peak_bytes = Some(peaks.file_bytes_max);
+        }
     }
     if !args.keep_data {
         let _ = std::fs::remove_dir_all(&dir);
@@ -1017,6 +1218,7 @@ fn engine_run(
         write_iops: best.device_writes.map(|n| n as f64 / best.wall_s),
         hit_ratio: counters.hit_ratio,
         cpu_s: best.cpu_s,
+        wall_s: best.wall_s,
         cpu_us_per_op: per_op_us(best.cpu_s),
         cpu_us_per_op_user: per_op_us(best.cpu_user_s),
         cpu_us_per_op_sys: per_op_us(best.cpu_sys_s),
@@ -1032,6 +1234,13 @@ fn engine_run(
         space_amp_after_load: space_amp(load.disk_bytes, load.raw_bytes),
         space_amp_after_run: None,
         space_notes: load.notes,
+        process_reads_4kib_per_sec: best.process_read_bytes.map(|bytes| {
+            bytes as f64 / crate::cost::RATED_READ_BYTES as f64 / best.wall_s.max(1e-9)
+        }),
+        rss_before_open_bytes: None,
+        rss_peak_bytes: best.rss_peak_bytes,
+        page_cache_peak_bytes: None,
+        cost: None,
     };
     EngineRun {
         summary,
@@ -1232,6 +1441,51 @@ mod tests {
         assert_eq!(spread.flashtree_ratio[0].1, vec![3.0, 2.0, 2.0]);
         assert_eq!(spread.flashtree_ratio[0].2, (2.0, 2.0, 3.0));
         assert_eq!(min_median_max(Vec::new()), None);
+    }
+
+    #[test]
+    fn a_result_is_priced_from_its_resident_memory_disk_and_reads() {
+        let prices = Prices::default_table();
+        let mut s = Summary::for_tests("rocksdb", 10_000.0, 50.0);
+        s.cpu_s = 5.0;
+        s.wall_s = 10.0;
+        s.pool_bytes = 64 << 20;
+        s.rss_before_open_bytes = Some(100 << 20);
+        s.rss_peak_bytes = Some(200 << 20);
+        s.disk_bytes_after_run = Some(3_750_000_000);
+        s.process_reads_4kib_per_sec = Some(5_500.0);
+        s.read_iops = Some(99_999.0);
+        s.price(&prices, Some(11_000.0));
+        let c = s.cost.clone().unwrap();
+        // Resident growth 100 MiB beats the 64 MiB cache.
+        assert_eq!(c.dram_bytes, 100 << 20);
+        assert_eq!(c.cores_used, 0.5);
+        assert_eq!(c.ssd_share_by_space, Some(0.01));
+        assert_eq!(c.ssd_share_by_reads, Some(0.01));
+        assert_eq!(c.device_share_used, Some(0.5));
+        let usd = 0.5 * 2517.0 / 40.0 + 100.0 / 1024.0 * 1157.94 / 192.0 + 0.01 * 999.0;
+        assert!((c.usd_total - usd).abs() < 1e-9, "{} vs {usd}", c.usd_total);
+        assert!((c.ops_per_sec_per_usd - 10_000.0 / usd).abs() < 1e-9);
+        assert!(c.notes.is_empty(), "{:?}", c.notes);
+        // A page-cache engine with a cache of its own adds its page cache;
+        // LMDB's page cache is its cache (mapped: in its resident memory).
+        s.page_cache_peak_bytes = Some(16 << 20);
+        assert_eq!(s.dram_bytes(), 116 << 20);
+        s.engine = "lmdb".into();
+        assert_eq!(s.dram_bytes(), 100 << 20);
+        // What was not measured is said.
+        s.rss_peak_bytes = None;
+        s.process_reads_4kib_per_sec = None;
+        s.disk_bytes_after_run = None;
+        s.price(&prices, None);
+        let c = s.cost.unwrap();
+        assert_eq!(c.dram_bytes, 64 << 20);
+        assert_eq!(c.reads_per_sec, Some(99_999.0));
+        assert_eq!(c.storage_bytes, Some(200_000));
+        let notes = c.notes.join("; ");
+        for expected in ["block device", "DRAM is the pool alone", "after the load"] {
+            assert!(notes.contains(expected), "{expected:?} not in {notes}");
+        }
     }
 
     #[test]

@@ -11,8 +11,8 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::engine::{Concurrency, Engine, EngineCounters};
 use crate::job::{Job, Phase, RunControl, TaskStats};
 use crate::sys::{
-    device_io_counts, perf_report, process_cpu_user_sys_s, process_write_bytes, PerfRecording,
-    Profile,
+    device_io_counts, peak_rss_bytes, perf_report, process_cpu_user_sys_s, process_read_bytes,
+    process_write_bytes, reset_peak_rss, PerfRecording, Profile,
 };
 use crate::workload::Workload;
 
@@ -40,6 +40,13 @@ pub struct PhaseResult {
     /// Bytes the process sent to storage during the phase
     /// ([`process_write_bytes`]; None: not measurable).
     pub process_write_bytes: Option<u64>,
+    /// Bytes the process read from storage during the phase
+    /// ([`process_read_bytes`]: direct reads and page-cache misses; None:
+    /// not measurable).
+    pub process_read_bytes: Option<u64>,
+    /// Peak resident memory of the process during the phase (`VmHWM`,
+    /// reset when the phase starts; None: the reset is not supported).
+    pub rss_peak_bytes: Option<u64>,
     /// Log syncs during the phase, from the engine's counters (None: the
     /// engine does not count them).
     pub log_syncs: Option<u64>,
@@ -131,6 +138,8 @@ pub fn run_phase(
     };
     let io_before = device_io_counts(spec.dir);
     let written_before = process_write_bytes();
+    let read_before = process_read_bytes();
+    let peak_reset = reset_peak_rss();
     let counters_before = engine.counters();
     let (user_before_s, sys_before_s) = process_cpu_user_sys_s();
     let started = Instant::now();
@@ -150,6 +159,10 @@ pub fn run_phase(
     let written = process_write_bytes()
         .zip(written_before)
         .map(|(after, before)| after.saturating_sub(before));
+    let read = process_read_bytes()
+        .zip(read_before)
+        .map(|(after, before)| after.saturating_sub(before));
+    let rss_peak_bytes = peak_reset.then(peak_rss_bytes).flatten();
     let counters_after = engine.counters();
     let during = |count: fn(&EngineCounters) -> Option<u64>| {
         count(&counters_after)
@@ -188,6 +201,8 @@ pub fn run_phase(
         device_reads,
         device_writes,
         process_write_bytes: written,
+        process_read_bytes: read,
+        rss_peak_bytes,
         log_syncs,
         log_bytes,
         log_image_bytes,

@@ -58,6 +58,7 @@ pub mod adapters;
 pub mod cgroup;
 pub mod commits;
 pub mod compare;
+pub mod cost;
 pub mod driver;
 pub mod engine;
 pub mod job;

@@ -18,6 +18,7 @@ pub fn write_plots(dir: &Path, runs: &[EngineRun]) -> Result<(), String> {
         return Ok(());
     }
     throughput_bars(&dir.join("throughput.png"), runs)?;
+    cost_bars(&dir.join("cost.png"), runs)?;
     latency_cdf(&dir.join("latency_cdf.png"), runs)?;
     timeline(&dir.join("timeline.png"), runs)
 }
@@ -65,6 +66,76 @@ fn throughput_bars(path: &Path, runs: &[EngineRun]) -> Result<(), String> {
             bar
         }))
         .map_err(err)?;
+    root.present().map_err(err)
+}
+
+/// Bars of one figure per engine into `area`.
+fn bars_into<DB: DrawingBackend>(
+    area: &DrawingArea<DB, plotters::coord::Shift>,
+    caption: &str,
+    y_desc: &str,
+    names: &[String],
+    values: &[f64],
+) -> Result<(), String> {
+    let value_max = values.iter().copied().fold(1e-9, f64::max) * 1.15;
+    let mut chart = ChartBuilder::on(area)
+        .caption(caption, ("sans-serif", 22))
+        .margin(15)
+        .x_label_area_size(40)
+        .y_label_area_size(80)
+        .build_cartesian_2d((0..values.len()).into_segmented(), 0.0..value_max)
+        .map_err(|e| err(e.to_string()))?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .y_desc(y_desc)
+        .x_label_formatter(&|x| match x {
+            SegmentValue::CenterOf(i) => names.get(*i).cloned().unwrap_or_default(),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(|e| err(e.to_string()))?;
+    chart
+        .draw_series(values.iter().enumerate().map(|(i, value)| {
+            let mut bar = Rectangle::new(
+                [
+                    (SegmentValue::Exact(i), 0.0),
+                    (SegmentValue::Exact(i + 1), *value),
+                ],
+                Palette99::pick(i).filled(),
+            );
+            bar.set_margin(0, 0, 15, 15);
+            bar
+        }))
+        .map_err(|e| err(e.to_string()))?;
+    Ok(())
+}
+
+/// ops/s beside ops/s per $ (engines not priced: 0).
+fn cost_bars(path: &Path, runs: &[EngineRun]) -> Result<(), String> {
+    let root = BitMapBackend::new(path, (1200, 520)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let (left, right) = root.split_horizontally(600);
+    let names: Vec<String> = runs.iter().map(|r| r.summary.engine.clone()).collect();
+    let ops: Vec<f64> = runs.iter().map(|r| r.summary.ops_per_sec).collect();
+    let per_usd: Vec<f64> = runs
+        .iter()
+        .map(|r| {
+            r.summary
+                .cost
+                .as_ref()
+                .map_or(0.0, |c| c.ops_per_sec_per_usd)
+        })
+        .collect();
+    let workload = &runs[0].summary.workload;
+    bars_into(&left, &format!("{workload}: ops/s"), "ops/s", &names, &ops)?;
+    bars_into(
+        &right,
+        &format!("{workload}: ops/s per $"),
+        "ops/s per $",
+        &names,
+        &per_usd,
+    )?;
     root.present().map_err(err)
 }
 

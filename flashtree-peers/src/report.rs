@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::compare::{durability_line, CompareArgs, EngineRun};
+use crate::cost::Prices;
 use crate::sys::{Profile, PERF_FREQUENCY_HZ};
 
 /// Longest symbol shown in report.md (profile-<engine>.txt has them whole).
@@ -48,6 +49,7 @@ pub fn write_report(
     args: &CompareArgs,
     runs: &[EngineRun],
     device_iops: Option<f64>,
+    prices: &Prices,
 ) -> Result<(), String> {
     let flashtree_ops = runs
         .iter()
@@ -118,6 +120,7 @@ pub fn write_report(
             space_amps(s),
         );
     }
+    write_cost_section(&mut text, runs, prices);
     write_space_table(&mut text, runs);
     write_commits_table(&mut text, runs);
     let workload = args.workload.to_ascii_lowercase();
@@ -163,7 +166,7 @@ pub fn write_report(
     }
     let _ = writeln!(
         text,
-        "\nPlots: throughput.png, latency_cdf.png, timeline.png."
+        "\nPlots: throughput.png, cost.png (ops/s and ops/s per $), latency_cdf.png, timeline.png."
     );
     let path = dir.join("report.md");
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
@@ -332,6 +335,84 @@ fn write_profile_table(
     );
 }
 
+/// MiB (2^20 bytes) with one decimal.
+fn mebibytes(bytes: u64) -> String {
+    format!("{:.1}", bytes as f64 / f64::from(1u32 << 20))
+}
+
+/// The cost table (Markdown): per engine, what its best run used, the $ of
+/// it and its ops/s per $, and flashtree's ratio to it.
+pub fn cost_table(runs: &[EngineRun]) -> String {
+    let mut text = String::new();
+    let _ = writeln!(
+        text,
+        "| engine | ops/s | cores used | DRAM MiB | storage MB | reads/s (4 KiB) | device share used | SSD share (space / reads) | $ CPU | $ DRAM | $ storage | $ total | ops/s per $ | flashtree ÷ (ops/s per $) |"
+    );
+    let _ = writeln!(
+        text,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for run in runs {
+        let s = &run.summary;
+        let Some(c) = &s.cost else {
+            let _ = writeln!(
+                text,
+                "| {} | {:.0} | not priced |||||||||||||",
+                s.engine, s.ops_per_sec
+            );
+            continue;
+        };
+        let _ = writeln!(
+            text,
+            "| {} | {:.0} | {:.3} | {} | {} | {} | {} | {} / {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} |",
+            s.engine,
+            s.ops_per_sec,
+            c.cores_used,
+            mebibytes(c.dram_bytes),
+            megabytes(c.storage_bytes),
+            optional(c.reads_per_sec, 0),
+            optional(c.device_share_used, 3),
+            optional(c.ssd_share_by_space, 4),
+            optional(c.ssd_share_by_reads, 4),
+            c.usd_cpu,
+            c.usd_dram,
+            c.usd_storage,
+            c.usd_total,
+            c.ops_per_sec_per_usd,
+            optional(c.flashtree_ratio, 2),
+        );
+    }
+    text
+}
+
+/// The cost section: the price table used, how a run is priced, the cost
+/// table, and each engine's resident memory and notes.
+fn write_cost_section(text: &mut String, runs: &[EngineRun], prices: &Prices) {
+    let _ = writeln!(
+        text,
+        "\n## Cost\n\nPrice table: {}.\n\nPriced as Equation 1 of Huang, Imai, Wang and Xie, \"SSDs Striking Back: The Storage Jungle and Its Implications on Persistent Indexes\" (CIDR 2022), ops/s ÷ ($ CPU + $ DRAM + $ storage), with every resource prorated to what the best run used: cores used = CPU s ÷ wall s (getrusage, all threads) × $ per core; DRAM = the pool or cache, or the process's resident growth if larger (peak resident memory during the run − resident memory before the engine opened), plus page cache an engine held beside a cache of its own (its memory cgroup's peak), × $ per GiB; storage = the larger share of the priced SSD by space (bytes on disk after the run ÷ its capacity, the paper's footnote 5) or by reads (the process's 4 KiB reads/s, `read_bytes` of `/proc/self/io` ÷ 4096, ÷ its rated IOPS) × its price. Device share used: those reads/s ÷ this machine's device limit. Writes are not counted against the IOPS. MiB = 2^20 bytes, MB = 10^6 bytes.\n",
+        prices.describe()
+    );
+    text.push_str(&cost_table(runs));
+    let _ = writeln!(text);
+    for run in runs {
+        let s = &run.summary;
+        let mib = |bytes: Option<u64>| bytes.map_or("n/a".to_string(), mebibytes);
+        let _ = writeln!(
+            text,
+            "- {}: pool {} MiB, resident {} MiB before the open, peak {} MiB in the run, page cache peak {} MiB",
+            s.engine,
+            mebibytes(s.pool_bytes),
+            mib(s.rss_before_open_bytes),
+            mib(s.rss_peak_bytes),
+            s.page_cache_peak_bytes.map_or("–".to_string(), mebibytes),
+        );
+        for note in s.cost.iter().flat_map(|c| &c.notes) {
+            let _ = writeln!(text, "  - {note}");
+        }
+    }
+}
+
 /// Kinds of file listed per engine in the space table.
 const SPACE_KINDS_SHOWN: usize = 4;
 
@@ -474,4 +555,60 @@ pub fn append_rounds(out_dir: &Path, spread: &crate::compare::RoundSpread) -> Re
         table(&mut text, "flashtree ÷", &spread.flashtree_ratio, 2);
     }
     std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_cost_section_names_its_prices_and_gives_a_row_per_engine() {
+        let prices = Prices::default_table();
+        let mut runs = vec![
+            crate::targets::tests::run("flashtree", 30_000.0, 20.0, 30_000.0),
+            crate::targets::tests::run("rocksdb", 10_000.0, 50.0, 10_000.0),
+            crate::targets::tests::run("lmdb", 5_000.0, 50.0, 5_000.0),
+        ];
+        for run in &mut runs {
+            run.summary.wall_s = 10.0;
+            run.summary.cpu_s = 10.0;
+            run.summary.price(&prices, Some(100_000.0));
+        }
+        runs.pop();
+        crate::cost::set_flashtree_ratios(runs.iter_mut().filter_map(|run| {
+            let s = &mut run.summary;
+            s.cost.as_mut().map(|cost| (s.engine.as_str(), cost))
+        }));
+        runs.push(crate::targets::tests::run("lmdb", 5_000.0, 50.0, 5_000.0));
+        let mut text = String::new();
+        write_cost_section(&mut text, &runs, &prices);
+        assert!(text.contains("SSDs Striking Back"), "{text}");
+        assert!(text.contains("CIDR 2022"), "{text}");
+        assert!(text.contains("August/September 2021"), "{text}");
+        assert!(text.contains("NOT from the paper"), "{text}");
+        let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("| ")).collect();
+        assert_eq!(rows.len(), 4, "{text}");
+        let flashtree = runs[0].summary.cost.as_ref().unwrap();
+        let rocksdb = runs[1].summary.cost.as_ref().unwrap();
+        // One core each: $62.93 of CPU; the pool of 1 MiB; 30k reads/s of
+        // the SSD's 550k.
+        assert!(
+            rows[1].starts_with("| flashtree | 30000 | 1.000 | 1.0 | 0.3 | 30000 | 0.300 |"),
+            "{}",
+            rows[1]
+        );
+        assert!(rows[1].contains("| 62.92 |"), "{}", rows[1]);
+        assert!(
+            rows[1].ends_with(&format!("| {:.1} | 1.00 |", flashtree.ops_per_sec_per_usd)),
+            "{}",
+            rows[1]
+        );
+        let ratio = flashtree.ops_per_sec_per_usd / rocksdb.ops_per_sec_per_usd;
+        assert!(rows[2].ends_with(&format!("| {ratio:.2} |")), "{}", rows[2]);
+        assert!(
+            rows[3].contains("| lmdb | 5000 | not priced"),
+            "{}",
+            rows[3]
+        );
+    }
 }

@@ -11,12 +11,15 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::compare::{CompareArgs, Summary};
+use crate::cost::Prices;
 
 /// One finished (workload, data factor).
 #[derive(Debug, Clone)]
 pub struct Combination {
     pub workload: String,
     pub data_factor: f64,
+    /// The pool share of a `--pool-shares` sweep (None: not a sweep).
+    pub pool_share: Option<f64>,
     /// The device limit measured after it (None: not measured).
     pub device_iops: Option<f64>,
     /// One per engine, in the order they ran.
@@ -26,7 +29,10 @@ pub struct Combination {
 impl Combination {
     /// Name of its results subdirectory.
     pub fn dir_name(&self) -> String {
-        format!("{}-x{}", self.workload, self.data_factor)
+        match self.pool_share {
+            Some(share) => format!("{}-pool{share}", self.workload),
+            None => format!("{}-x{}", self.workload, self.data_factor),
+        }
     }
 
     fn summary_of(&self, engine: &str) -> Option<&Summary> {
@@ -38,6 +44,14 @@ impl Combination {
         let ours = self.summary_of("flashtree")?.ops_per_sec;
         let theirs = self.summary_of(engine)?.ops_per_sec;
         (theirs > 0.0).then(|| ours / theirs)
+    }
+
+    /// `engine`'s ops/s per $ (None: not priced).
+    pub fn ops_per_usd(&self, engine: &str) -> Option<f64> {
+        self.summary_of(engine)?
+            .cost
+            .as_ref()
+            .map(|c| c.ops_per_sec_per_usd)
     }
 }
 
@@ -57,7 +71,7 @@ fn cell(value: Option<f64>, precision: usize) -> String {
 }
 
 /// summary.md's text.
-pub fn summary_markdown(args: &CompareArgs, done: &[Combination]) -> String {
+pub fn summary_markdown(args: &CompareArgs, prices: &Prices, done: &[Combination]) -> String {
     let engines = engine_names(done);
     let peers: Vec<&String> = engines.iter().filter(|e| *e != "flashtree").collect();
     let has_flashtree = engines.iter().any(|e| e == "flashtree");
@@ -138,17 +152,140 @@ pub fn summary_markdown(args: &CompareArgs, done: &[Combination]) -> String {
         }
         let _ = writeln!(text, "{row}");
     }
-    let _ = writeln!(text, "\nPlot: summary.png (flashtree ÷ each engine).");
+    let _ = writeln!(
+        text,
+        "\n## ops/s per $\n\nEach engine's ops/s ÷ the $ of the resources its best run used (cores, DRAM, the share of the priced SSD by space or reads), priced from {}; each report's Cost section gives the parts.\n",
+        prices.describe()
+    );
+    header(&mut text, &engines);
+    for c in done {
+        let mut row = row_start(c);
+        for engine in &engines {
+            let _ = write!(row, " {} |", cell(c.ops_per_usd(engine), 1));
+        }
+        let _ = writeln!(text, "{row}");
+    }
+    if has_flashtree && !peers.is_empty() {
+        let _ = writeln!(text, "\n## flashtree ÷ each engine (ops/s per $)\n");
+        let columns: Vec<String> = peers.iter().map(|p| format!("÷ {p}")).collect();
+        header(&mut text, &columns);
+        for c in done {
+            let mut row = row_start(c);
+            for peer in &peers {
+                let ratio = c
+                    .ops_per_usd("flashtree")
+                    .zip(c.ops_per_usd(peer).filter(|v| *v > 0.0))
+                    .map(|(ours, theirs)| ours / theirs);
+                let _ = write!(row, " {} |", cell(ratio, 2));
+            }
+            let _ = writeln!(text, "{row}");
+        }
+    }
+    text.push_str(&pool_share_section(done));
+    let _ = writeln!(
+        text,
+        "\nPlots: summary.png (flashtree ÷ each engine, ops/s), summary-cost.png (flashtree ÷ each engine, ops/s per $){}.",
+        if done.iter().any(|c| c.pool_share.is_some()) {
+            ", pool-shares-<workload>.png (ops/s and ops/s per $ against the pool share)"
+        } else {
+            ""
+        }
+    );
+    text
+}
+
+/// Workloads of a pool-share sweep, in order, each with its combinations
+/// by share (largest first).
+fn pool_share_workloads(done: &[Combination]) -> Vec<(String, Vec<&Combination>)> {
+    let mut workloads: Vec<(String, Vec<&Combination>)> = Vec::new();
+    for c in done.iter().filter(|c| c.pool_share.is_some()) {
+        match workloads.iter_mut().find(|(w, _)| *w == c.workload) {
+            Some((_, list)) => list.push(c),
+            None => workloads.push((c.workload.clone(), vec![c])),
+        }
+    }
+    for (_, list) in &mut workloads {
+        list.sort_by(|a, b| {
+            b.pool_share
+                .unwrap_or(0.0)
+                .total_cmp(&a.pool_share.unwrap_or(0.0))
+        });
+    }
+    workloads
+}
+
+/// The share (and its ops/s per $) at which `engine` had the most ops/s
+/// per $ among `list` (None: never priced).
+pub fn best_share(list: &[&Combination], engine: &str) -> Option<(f64, f64)> {
+    list.iter()
+        .filter_map(|c| Some((c.pool_share?, c.ops_per_usd(engine)?)))
+        .max_by(|a, b| a.1.total_cmp(&b.1))
+}
+
+/// The pool-share sweep: per workload, each engine's ops/s and ops/s per $
+/// at each share, and its best share by ops/s per $.
+fn pool_share_section(done: &[Combination]) -> String {
+    let workloads = pool_share_workloads(done);
+    if workloads.is_empty() {
+        return String::new();
+    }
+    let engines = engine_names(done);
+    let mut text = String::from(
+        "\n## Pool-share sweep: how much DRAM to buy\n\nThe same data at every share; the pool or cache (and for LMDB its page cache) set to that share of the data's raw bytes. Best share: the one with the most ops/s per $.\n",
+    );
+    for (workload, list) in &workloads {
+        let _ = writeln!(text, "\n### {workload}\n");
+        let shares: Vec<String> = list
+            .iter()
+            .map(|c| {
+                format!(
+                    "[{}]({}/report.md)",
+                    c.pool_share.unwrap_or(0.0),
+                    c.dir_name()
+                )
+            })
+            .collect();
+        let _ = writeln!(
+            text,
+            "| engine | figure | {} | best share |",
+            shares.join(" | ")
+        );
+        let _ = writeln!(text, "|---|---|{}---|", "---|".repeat(list.len()));
+        for engine in &engines {
+            let ops: Vec<String> = list
+                .iter()
+                .map(|c| cell(c.summary_of(engine).map(|s| s.ops_per_sec), 0))
+                .collect();
+            let per_usd: Vec<String> = list
+                .iter()
+                .map(|c| cell(c.ops_per_usd(engine), 1))
+                .collect();
+            let best = best_share(list, engine).map_or("–".to_string(), |(share, value)| {
+                format!("**{share}** ({value:.1} ops/s per $)")
+            });
+            let _ = writeln!(text, "| {engine} | ops/s | {} | |", ops.join(" | "));
+            let _ = writeln!(
+                text,
+                "| {engine} | ops/s per $ | {} | {best} |",
+                per_usd.join(" | ")
+            );
+        }
+    }
     text
 }
 
 /// Writes summary.md, summary.json and summary.png into `dir`.
-pub fn write_summary(dir: &Path, args: &CompareArgs, done: &[Combination]) -> Result<(), String> {
+pub fn write_summary(
+    dir: &Path,
+    args: &CompareArgs,
+    prices: &Prices,
+    done: &[Combination],
+) -> Result<(), String> {
     let write = |name: &str, text: String| {
         let path = dir.join(name);
         std::fs::write(&path, text).map_err(|e| format!("cannot write {}: {e}", path.display()))
     };
-    write("summary.md", summary_markdown(args, done))?;
+    write("summary.md", summary_markdown(args, prices, done))?;
     let mut lines = String::new();
     for c in done {
         for summary in &c.summaries {
@@ -156,21 +293,116 @@ pub fn write_summary(dir: &Path, args: &CompareArgs, done: &[Combination]) -> Re
             if let Some(object) = value.as_object_mut() {
                 object.insert("data_factor".into(), c.data_factor.into());
                 object.insert("device_iops".into(), c.device_iops.into());
+                object.insert("pool_share".into(), c.pool_share.into());
             }
             lines.push_str(&value.to_string());
             lines.push('\n');
         }
     }
     write("summary.json", lines)?;
-    ratio_bars(&dir.join("summary.png"), done)
+    ratio_bars(&dir.join("summary.png"), done, "ops/s", &|c, peer| {
+        c.flashtree_ratio(peer)
+    })?;
+    ratio_bars(
+        &dir.join("summary-cost.png"),
+        done,
+        "ops/s per $",
+        &|c, peer| {
+            c.ops_per_usd("flashtree")
+                .zip(c.ops_per_usd(peer).filter(|v| *v > 0.0))
+                .map(|(ours, theirs)| ours / theirs)
+        },
+    )?;
+    for (workload, list) in pool_share_workloads(done) {
+        pool_share_plot(
+            &dir.join(format!("pool-shares-{workload}.png")),
+            &workload,
+            &list,
+        )?;
+    }
+    Ok(())
+}
+
+/// Two panels: ops/s and ops/s per $ against the pool share (log scale),
+/// a line per engine.
+fn pool_share_plot(path: &Path, workload: &str, list: &[&Combination]) -> Result<(), String> {
+    let engines = engine_names(&list.iter().map(|c| (*c).clone()).collect::<Vec<_>>());
+    let root = BitMapBackend::new(path, (1300, 540)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let (left, right) = root.split_horizontally(650);
+    let share_min = list.iter().filter_map(|c| c.pool_share).fold(1.0, f64::min) * 0.8;
+    type Figure<'a> = &'a dyn Fn(&Combination, &str) -> Option<f64>;
+    let panels: [(&DrawingArea<_, _>, &str, Figure<'_>); 2] = [
+        (&left, "ops/s", &|c, e| {
+            c.summary_of(e).map(|s| s.ops_per_sec)
+        }),
+        (&right, "ops/s per $", &|c, e| c.ops_per_usd(e)),
+    ];
+    for (area, y_desc, figure) in panels {
+        let value_max = list
+            .iter()
+            .flat_map(|c| engines.iter().filter_map(|e| figure(c, e)))
+            .fold(1e-9, f64::max)
+            * 1.15;
+        let mut chart = ChartBuilder::on(area)
+            .caption(
+                format!("{workload}: {y_desc} by pool share"),
+                ("sans-serif", 22),
+            )
+            .margin(15)
+            .x_label_area_size(40)
+            .y_label_area_size(80)
+            .build_cartesian_2d((share_min..1.2).log_scale(), 0.0..value_max)
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc("pool ÷ data")
+            .x_labels(8)
+            .x_label_formatter(&|x| format!("{x:.2}"))
+            .y_desc(y_desc)
+            .draw()
+            .map_err(err)?;
+        for (i, engine) in engines.iter().enumerate() {
+            let color = Palette99::pick(i);
+            let points: Vec<(f64, f64)> = list
+                .iter()
+                .filter_map(|c| Some((c.pool_share?, figure(c, engine)?)))
+                .collect();
+            let dot = Palette99::pick(i).filled();
+            chart
+                .draw_series(points.iter().map(|p| Circle::new(*p, 4, dot)))
+                .map_err(err)?;
+            chart
+                .draw_series(LineSeries::new(points.clone(), color.stroke_width(2)))
+                .map_err(err)?
+                .label(engine.clone())
+                .legend(move |(x, y)| {
+                    PathElement::new(vec![(x, y), (x + 20, y)], color.stroke_width(2))
+                });
+        }
+        chart
+            .configure_series_labels()
+            .position(SeriesLabelPosition::UpperLeft)
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(err)?;
+    }
+    root.present().map_err(err)
 }
 
 fn err(error: impl std::fmt::Display) -> String {
     format!("plot: {error}")
 }
 
-/// Grouped bars: per combination, flashtree ÷ each peer, and a line at 1.
-fn ratio_bars(path: &Path, done: &[Combination]) -> Result<(), String> {
+/// Grouped bars: per combination, flashtree ÷ each peer of `figure`
+/// (`ratio`), and a line at 1.
+fn ratio_bars(
+    path: &Path,
+    done: &[Combination],
+    figure: &str,
+    ratio: &dyn Fn(&Combination, &str) -> Option<f64>,
+) -> Result<(), String> {
     let engines = engine_names(done);
     let peers: Vec<&String> = engines.iter().filter(|e| *e != "flashtree").collect();
     let root = BitMapBackend::new(path, (1000, 540)).into_drawing_area();
@@ -180,7 +412,7 @@ fn ratio_bars(path: &Path, done: &[Combination]) -> Result<(), String> {
     }
     let ratio_max = done
         .iter()
-        .flat_map(|c| peers.iter().filter_map(|p| c.flashtree_ratio(p)))
+        .flat_map(|c| peers.iter().filter_map(|p| ratio(c, p)))
         .fold(1.0, f64::max)
         * 1.15;
     let labels: Vec<String> = done
@@ -188,7 +420,10 @@ fn ratio_bars(path: &Path, done: &[Combination]) -> Result<(), String> {
         .map(|c| format!("{} ×{}", c.workload, c.data_factor))
         .collect();
     let mut chart = ChartBuilder::on(&root)
-        .caption("flashtree ops/s ÷ each engine's", ("sans-serif", 24))
+        .caption(
+            format!("flashtree {figure} ÷ each engine's"),
+            ("sans-serif", 24),
+        )
         .margin(15)
         .x_label_area_size(40)
         .y_label_area_size(60)
@@ -212,7 +447,7 @@ fn ratio_bars(path: &Path, done: &[Combination]) -> Result<(), String> {
         let color = Palette99::pick(at + 1);
         chart
             .draw_series(done.iter().enumerate().filter_map(|(i, c)| {
-                let ratio = c.flashtree_ratio(peer)?;
+                let ratio = ratio(c, peer)?;
                 let left = 0.1 + bar_width * at as f64;
                 let right = left + bar_width;
                 let mut bar = Rectangle::new(
@@ -309,6 +544,7 @@ mod tests {
             Combination {
                 workload: "ycsb-a".into(),
                 data_factor: 0.5,
+                pool_share: None,
                 device_iops: Some(80_000.0),
                 summaries: vec![
                     summary("flashtree", 300.0, 2.0),
@@ -318,6 +554,7 @@ mod tests {
             Combination {
                 workload: "ycsb-c".into(),
                 data_factor: 10.0,
+                pool_share: None,
                 device_iops: None,
                 summaries: vec![
                     summary("flashtree", 50.0, 3.0),
@@ -328,7 +565,7 @@ mod tests {
                 ],
             },
         ];
-        let text = summary_markdown(&args, &done);
+        let text = summary_markdown(&args, &Prices::default_table(), &done);
         // Space amplification: a column per engine, after load / after run.
         assert!(
             text.contains(
@@ -357,7 +594,7 @@ mod tests {
             "{text}"
         );
         let dir = tempfile::tempdir().unwrap();
-        write_summary(dir.path(), &args, &done).unwrap();
+        write_summary(dir.path(), &args, &Prices::default_table(), &done).unwrap();
         let json = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
         let lines: Vec<serde_json::Value> = json
             .lines()
@@ -376,5 +613,158 @@ mod tests {
                 .len()
                 > 1000
         );
+    }
+
+    #[test]
+    fn pool_shares_fix_the_data_and_set_the_pool_to_each_share() {
+        let args = Cli::parse_from([
+            "compare",
+            "--workload",
+            "lookup,ycsb-b",
+            "--memory",
+            "64MiB",
+            "--data-factor",
+            "10",
+            "--pool-shares",
+            "1.0, 0.5,0.05",
+        ])
+        .args;
+        let all = args.combinations().unwrap();
+        assert_eq!(all.len(), 6);
+        let memory = crate::sys::parse_bytes("64MiB").unwrap();
+        let lookup = crate::compare::build_workload(&all[0], memory).unwrap();
+        let data_bytes = lookup.dataset_bytes();
+        assert!(
+            data_bytes > 9 * memory && data_bytes <= 10 * memory,
+            "{data_bytes}"
+        );
+        for (at, share) in [1.0, 0.5, 0.05].into_iter().enumerate() {
+            let c = &all[at];
+            assert_eq!(c.workload, "lookup");
+            assert_eq!(c.pool_share, Some(share));
+            assert_eq!(c.records, Some(lookup.records_count()));
+            let pool = crate::sys::parse_bytes(&c.memory).unwrap();
+            assert_eq!(pool, (data_bytes as f64 * share) as u64);
+            let w = crate::compare::build_workload(c, pool).unwrap();
+            assert_eq!(w.dataset_bytes(), data_bytes, "the data stays the same");
+            assert_eq!(c.data_factor_value().unwrap(), 1.0 / share);
+        }
+        assert_eq!(all[3].workload, "ycsb-b");
+        for bad in ["0", "1.5", "x", "0.5,0.5", "0.5,-0.1"] {
+            let args = Cli::parse_from(["compare", "--pool-shares", bad]).args;
+            assert!(args.combinations().is_err(), "{bad} accepted");
+        }
+        let args = Cli::parse_from(["compare", "--workload", "tpcc", "--pool-shares", "0.5"]).args;
+        assert!(args.combinations().unwrap_err().contains("lookup and YCSB"));
+    }
+
+    fn priced(engine: &str, ops_per_sec: f64, usd_total: f64) -> Summary {
+        let mut s = summary(engine, ops_per_sec, 1.0);
+        s.price(&Prices::default_table(), None);
+        let cost = s.cost.as_mut().unwrap();
+        cost.usd_total = usd_total;
+        cost.ops_per_sec_per_usd = ops_per_sec / usd_total;
+        s
+    }
+
+    #[test]
+    fn the_summary_gives_ops_per_usd_and_each_engines_best_pool_share() {
+        let args = Cli::parse_from(["compare"]).args;
+        let point = |share: f64, flashtree: (f64, f64), lmdb: (f64, f64)| Combination {
+            workload: "lookup".into(),
+            data_factor: 1.0 / share,
+            pool_share: Some(share),
+            device_iops: None,
+            summaries: vec![
+                priced("flashtree", flashtree.0, flashtree.1),
+                priced("lmdb", lmdb.0, lmdb.1),
+            ],
+        };
+        let done = vec![
+            point(1.0, (1000.0, 100.0), (800.0, 100.0)),
+            point(0.1, (900.0, 30.0), (100.0, 50.0)),
+            point(0.5, (950.0, 50.0), (500.0, 50.0)),
+        ];
+        let text = summary_markdown(&args, &Prices::default_table(), &done);
+        assert!(text.contains("## ops/s per $"), "{text}");
+        assert!(text.contains("SSDs Striking Back"), "{text}");
+        assert!(text.contains("August/September 2021"), "{text}");
+        assert!(
+            text.contains("| [lookup](lookup-pool0.1/report.md) | 10 | 30.0 | 2.0 |"),
+            "{text}"
+        );
+        // flashtree ÷ lmdb in ops/s per $ at share 0.1: 30 / 2.
+        assert!(
+            text.contains("| [lookup](lookup-pool0.1/report.md) | 10 | 15.00 |"),
+            "{text}"
+        );
+        // The sweep, largest share first, and the best share by ops/s per $.
+        assert!(
+            text.contains(
+                "| flashtree | ops/s per $ | 10.0 | 19.0 | 30.0 | **0.1** (30.0 ops/s per $) |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("| lmdb | ops/s per $ | 8.0 | 10.0 | 2.0 | **0.5** (10.0 ops/s per $) |"),
+            "{text}"
+        );
+        assert!(
+            text.contains("| lmdb | ops/s | 800 | 500 | 100 | |"),
+            "{text}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        write_summary(dir.path(), &args, &Prices::default_table(), &done).unwrap();
+        for png in ["summary.png", "summary-cost.png", "pool-shares-lookup.png"] {
+            assert!(
+                std::fs::metadata(dir.path().join(png)).unwrap().len() > 1000,
+                "{png}"
+            );
+        }
+        let json = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+        let first: serde_json::Value = serde_json::from_str(json.lines().next().unwrap()).unwrap();
+        assert_eq!(first["pool_share"], 1.0);
+        assert_eq!(first["cost"]["ops_per_sec_per_usd"], 10.0);
+        assert_eq!(first["cost"]["prices"], "huang-cidr2022-p4800x1");
+        assert_eq!(first["cost"]["prices_date"], "August/September 2021");
+        assert!(first["cost"]["prices_source"]
+            .as_str()
+            .unwrap()
+            .contains("SSDs Striking Back"));
+    }
+
+    #[test]
+    fn a_bad_price_table_stops_the_comparison_before_anything_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let results = dir.path().join("results");
+        let prices = dir.path().join("prices.toml");
+        for (text, expected) in [
+            (Some("name = \"x\"\n"), "missing field"),
+            (Some("name = "), "price table"),
+            (None, "No such file"),
+        ] {
+            if let Some(text) = text {
+                std::fs::write(&prices, text).unwrap();
+            } else {
+                let _ = std::fs::remove_file(&prices);
+            }
+            let args = Cli::parse_from([
+                "compare".as_ref(),
+                "--engines".as_ref(),
+                "lmdb".as_ref(),
+                "--prices".as_ref(),
+                prices.as_os_str(),
+                "--results".as_ref(),
+                results.as_os_str(),
+                "--dir".as_ref(),
+                dir.path().join("data").as_os_str(),
+            ])
+            .args;
+            let error =
+                crate::compare::run_compare(&args, &crate::compare::Hooks::default()).unwrap_err();
+            assert!(error.contains(expected), "{expected:?} not in {error:?}");
+            assert!(error.contains("prices.toml"), "{error}");
+            assert!(!results.exists(), "nothing runs");
+        }
     }
 }

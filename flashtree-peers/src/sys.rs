@@ -95,6 +95,56 @@ pub fn process_write_bytes() -> Option<u64> {
         .and_then(|value| value.trim().parse().ok())
 }
 
+/// Bytes this process (all its threads, also ended ones) has caused to be
+/// read from storage: `read_bytes` of `/proc/self/io` (direct reads and
+/// page-cache misses alike, not page-cache hits). None where the kernel
+/// has no task I/O accounting.
+pub fn process_read_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/io").ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("read_bytes:"))
+        .and_then(|value| value.trim().parse().ok())
+}
+
+/// Resets the process's peak resident set size (`VmHWM`) to its current
+/// one (`echo 5 > /proc/self/clear_refs`, Linux 4.0 and later); false
+/// where that fails.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Peak resident set size of this process since it started or since the
+/// last [`reset_peak_rss`] (`VmHWM`), in bytes.
+pub fn peak_rss_bytes() -> Option<u64> {
+    status_kib("VmHWM:").map(|kib| kib * 1024)
+}
+
+/// Gives the memory the allocator holds free back to the kernel
+/// (`malloc_trim(0)`, glibc), so that resident memory measured next is the
+/// memory in use.
+pub fn release_free_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only returns free memory of the allocator.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
+/// A `kB` field of `/proc/self/status`.
+fn status_kib(field: &str) -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix(field))
+        .and_then(|rest| {
+            rest.trim()
+                .trim_end_matches("kB")
+                .trim()
+                .parse::<u64>()
+                .ok()
+        })
+}
+
 /// Completed (reads, writes) of the block device holding `path`, if the
 /// kernel exposes it (not for overlay or tmpfs).
 pub fn device_io_counts(path: &Path) -> Option<(u64, u64)> {
@@ -110,18 +160,7 @@ pub fn device_io_counts(path: &Path) -> Option<(u64, u64)> {
 
 /// Resident set size of this process, in bytes.
 pub fn rss_bytes() -> u64 {
-    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmRSS:"))
-        .and_then(|rest| {
-            rest.trim()
-                .trim_end_matches("kB")
-                .trim()
-                .parse::<u64>()
-                .ok()
-        })
-        .map_or(0, |kib| kib * 1024)
+    status_kib("VmRSS:").map_or(0, |kib| kib * 1024)
 }
 
 /// Parses "128MiB", "1GiB", "4096", "64KiB", "1.5GiB" (also KB/MB/GB = binary, K/M/G).
@@ -582,6 +621,27 @@ fn split_token(text: &str) -> (&str, &str) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peak_resident_memory_resets_to_the_current_one() {
+        if !reset_peak_rss() {
+            eprintln!("skipped: /proc/self/clear_refs cannot reset the peak here");
+            return;
+        }
+        let grown = 64usize << 20;
+        let block = vec![1u8; grown];
+        std::hint::black_box(&block);
+        let peak = peak_rss_bytes().unwrap();
+        assert!(peak >= grown as u64, "{peak}");
+        drop(block);
+        release_free_memory();
+        assert!(reset_peak_rss());
+        let after = peak_rss_bytes().unwrap();
+        assert!(
+            after + (grown as u64) / 2 <= peak,
+            "peak {after} after the reset, {peak} before"
+        );
+    }
 
     #[test]
     fn sizes_parse() {
