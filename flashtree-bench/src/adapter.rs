@@ -331,6 +331,7 @@ impl Engine for FlashtreeEngine {
             hit_ratio: None,
             reads_count: Some(stats.page_reads),
             writes_count: Some(stats.page_writes),
+            hot_writes_count: Some(stats.page_writes_hot),
             log_syncs: Some(stats.log_syncs),
             log_bytes: Some(stats.log_bytes),
             log_image_bytes: Some(stats.log_image_bytes),

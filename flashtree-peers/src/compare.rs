@@ -464,6 +464,12 @@ pub struct CommitFigures {
     /// Share of the log bytes that are page images (flashtree's full-page
     /// images after checkpoints and splits).
     pub log_image_share: Option<f64>,
+    /// Bytes written by write class (flashtree): data pages its pool
+    /// counted hot, and the other data pages.
+    pub data_hot_bytes: Option<u64>,
+    pub data_cold_bytes: Option<u64>,
+    /// Bytes of log written in the run.
+    pub log_bytes: Option<u64>,
     /// Checkpoints completed during the run (flashtree).
     pub checkpoints: Option<u64>,
 }
@@ -500,6 +506,12 @@ impl CommitFigures {
                 .log_image_bytes
                 .zip(best.log_bytes.filter(|&bytes| bytes > 0))
                 .map(|(images, bytes)| images as f64 / bytes as f64),
+            data_hot_bytes: best.hot_page_writes.map(|n| n * 4096),
+            data_cold_bytes: best
+                .page_writes
+                .zip(best.hot_page_writes)
+                .map(|(all, hot)| all.saturating_sub(hot) * 4096),
+            log_bytes: best.log_bytes,
             checkpoints: best.checkpoints,
         }
     }
@@ -722,7 +734,7 @@ fn run_combination(
     );
     eprint!("{}", crate::report::cost_table(&runs));
     if args.rounds > 1 {
-        crate::report::append_rounds(out_dir, &spread)?;
+        crate::report::append_rounds(out_dir, &spread, &args.workload.to_ascii_lowercase())?;
     }
     crate::plots::write_plots(out_dir, &runs)?;
     Ok((runs, device_iops))

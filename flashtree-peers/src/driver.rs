@@ -55,6 +55,10 @@ pub struct PhaseResult {
     pub log_bytes: Option<u64>,
     /// Of those, page images (flashtree).
     pub log_image_bytes: Option<u64>,
+    /// Page writes during the phase, and of them those of hot data
+    /// (flashtree's write classes).
+    pub page_writes: Option<u64>,
+    pub hot_page_writes: Option<u64>,
     /// Checkpoints completed during the phase (flashtree).
     pub checkpoints: Option<u64>,
     /// OS threads (thread engines) used.
@@ -172,6 +176,8 @@ pub fn run_phase(
     let log_syncs = during(|c| c.log_syncs);
     let log_bytes = during(|c| c.log_bytes);
     let log_image_bytes = during(|c| c.log_image_bytes);
+    let page_writes = during(|c| c.hot_writes_count.and(c.writes_count));
+    let hot_page_writes = during(|c| c.hot_writes_count);
     let checkpoints = during(|c| c.checkpoints);
     // Stopped before looking at the job's result: a failed job must not leave perf running.
     let stopped = recording.map(|(path, started)| (path, started.and_then(PerfRecording::stop)));
@@ -206,6 +212,8 @@ pub fn run_phase(
         log_syncs,
         log_bytes,
         log_image_bytes,
+        page_writes,
+        hot_page_writes,
         checkpoints,
         threads,
         tasks_per_worker,

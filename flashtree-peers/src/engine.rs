@@ -82,6 +82,9 @@ pub struct EngineCounters {
     pub reads_count: Option<u64>,
     /// Page writes issued since open.
     pub writes_count: Option<u64>,
+    /// Of those, pages written as hot data (flashtree's write class by its
+    /// pool's heat counts; None for engines without classes).
+    pub hot_writes_count: Option<u64>,
     /// Log syncs (fsync/fdatasync of the log, or durable log writes)
     /// since open, from the engine's own counters.
     pub log_syncs: Option<u64>,
