@@ -72,6 +72,45 @@ pub struct FlashtreeSettings {
     pub checkpoint_log_bytes: u64,
     /// `Options::log_writes`.
     pub log_writes: LogWrites,
+    /// Block devices to keep the store on (empty: files under the
+    /// engine's directory).
+    pub devices: Vec<std::path::PathBuf>,
+}
+
+/// Marker in the engine's directory of a store kept on block devices:
+/// without it (a new load, after the harness emptied the directory) the
+/// devices' superblocks are wiped and a new store is made.
+const DEVICE_STORE_MARKER: &str = "flashtree-on-devices";
+
+/// Opens the store on `devices`: the one there when the marker in `dir`
+/// says this harness made it, else a new one over whatever they hold.
+fn open_on_devices(
+    devices: &[std::path::PathBuf],
+    dir: &std::path::Path,
+    options: Options,
+) -> Result<Db, String> {
+    use std::os::unix::fs::FileExt;
+    let marker = dir.join(DEVICE_STORE_MARKER);
+    if !marker.exists() {
+        for device in devices {
+            let file = std::fs::OpenOptions::new()
+                .write(true)
+                .open(device)
+                .map_err(|e| format!("flashtree: {}: {e}", device.display()))?;
+            file.write_all_at(&[0u8; 8192], 0)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| format!("flashtree: wiping {}: {e}", device.display()))?;
+        }
+    }
+    let options = Options {
+        create_on_block_devices: true,
+        ..options
+    };
+    let db = Db::open_devices(devices, options).map_err(|e| format!("flashtree: open: {e}"))?;
+    std::fs::create_dir_all(dir)
+        .and_then(|()| std::fs::write(&marker, b"the store is on block devices\n"))
+        .map_err(|e| format!("flashtree: {}: {e}", marker.display()))?;
+    Ok(db)
 }
 
 impl Default for FlashtreeSettings {
@@ -88,6 +127,7 @@ impl Default for FlashtreeSettings {
             wal_bytes_per_worker: Options::default().wal_bytes_per_worker,
             checkpoint_log_bytes: Options::default().checkpoint_log_bytes,
             log_writes: Options::default().log_writes,
+            devices: Vec::new(),
         }
     }
 }
@@ -149,7 +189,11 @@ impl FlashtreeEngine {
             },
             ..Options::default()
         };
-        let db = Db::open(&config.dir, options).map_err(|e| format!("flashtree: open: {e}"))?;
+        let db = if settings.devices.is_empty() {
+            Db::open(&config.dir, options).map_err(|e| format!("flashtree: open: {e}"))?
+        } else {
+            open_on_devices(&settings.devices, &config.dir, options)?
+        };
         let trees = (0..config.table_count)
             .map(|table| db.tree(&format!("t{table}")))
             .collect::<Result<Vec<_>, _>>()
@@ -183,6 +227,15 @@ impl FlashtreeEngine {
             settings.checkpoint_log_bytes >> 20,
             settings.log_writes.name(),
         );
+        if !settings.devices.is_empty() {
+            let names: Vec<String> = settings
+                .devices
+                .iter()
+                .map(|d| d.display().to_string())
+                .collect();
+            line.push_str("; on block devices ");
+            line.push_str(&names.join(", "));
+        }
         line.push_str("; placement: ");
         line.push_str(db.placement());
         for note in db.notes() {

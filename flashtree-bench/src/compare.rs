@@ -87,6 +87,12 @@ pub struct CompareArgs {
     /// each write) or channel (always through its io_uring/libaio channel).
     #[arg(long, default_value = "auto")]
     pub log_writes: flashtree::db::LogWrites,
+    /// flashtree: keep the store on this block device (repeat for a RAID0
+    /// set) instead of under --dir, which then holds only the marker of
+    /// the load. A new load erases the devices (whatever they hold): give
+    /// only devices meant for it.
+    #[arg(long)]
+    pub flashtree_device: Vec<PathBuf>,
 }
 
 /// Runs the comparison.
@@ -171,6 +177,7 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
         checkpoint_log_bytes: crate::util::parse_size_bytes(&args.checkpoint_log)
             .map_err(|e| format!("--checkpoint-log: {e}"))?,
         log_writes: args.log_writes,
+        devices: args.flashtree_device.clone(),
     };
     Ok((settings, dataset_bytes, cores))
 }
