@@ -281,3 +281,49 @@ fn a_full_data_region_refuses_writes_and_keeps_the_store_usable() {
     db.check().unwrap();
     db.close().unwrap();
 }
+
+/// Sectors a block device has discarded (`/sys/block/NAME/stat`, field
+/// 14), or None where the kernel does not count them.
+fn discarded_sectors(device: &std::path::Path) -> Option<u64> {
+    let name = device.file_name()?.to_string_lossy().to_string();
+    let stat = std::fs::read_to_string(format!("/sys/block/{name}/stat")).ok()?;
+    stat.split_whitespace().nth(13)?.parse().ok()
+}
+
+#[test]
+fn log_blocks_before_a_checkpoint_go_back_to_the_device() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(devices) = two_devices(dir.path()) else {
+        return;
+    };
+    let paths = paths(&devices);
+    let Some(before) = discarded_sectors(&paths[0]) else {
+        eprintln!("skipped: /sys/block/*/stat has no discard counts here");
+        return;
+    };
+    let db = Db::open_devices(&paths, options(true)).unwrap();
+    // Puts only: no page is freed, so only log blocks are discarded.
+    fill(&db, 8000);
+    let stats = db.stats();
+    assert!(stats.checkpoints > 3, "{stats:?}");
+    assert_eq!(stats.pages_discarded, 0, "{stats:?}");
+    assert!(stats.log_bytes_discarded > 0, "{stats:?}");
+    db.close().unwrap();
+    let after = discarded_sectors(&paths[0]).unwrap();
+    assert!(
+        (after - before) * 512 >= stats.log_bytes_discarded,
+        "the device counted {} discarded bytes, the store {}",
+        (after - before) * 512,
+        stats.log_bytes_discarded
+    );
+    // Nothing recovery needs was discarded.
+    let db = Db::open_devices(&paths, options(false)).unwrap();
+    let t = db.tree("t").unwrap();
+    for i in (0..8000u32).step_by(7) {
+        assert_eq!(
+            db.get(t, &i.to_be_bytes()).unwrap(),
+            Some(vec![i as u8; 300])
+        );
+    }
+    db.close().unwrap();
+}

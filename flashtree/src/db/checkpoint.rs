@@ -137,6 +137,40 @@ impl CheckpointDriver {
     }
 }
 
+/// Gives the log blocks `from..to` of worker `w`'s ring (of `ring_blocks`
+/// blocks) back to a block device: the checkpoint just made durable starts
+/// that log at `to`, so recovery never reads them again (the ring would
+/// overwrite them next anyway). A failed discard stops the rest: the
+/// blocks stay as they are, which is always safe.
+fn discard_log_blocks(
+    bm: &crate::buffer::BufferManager,
+    w: usize,
+    from: u64,
+    to: u64,
+    ring_blocks: u64,
+) {
+    if ring_blocks == 0 || to <= from {
+        return;
+    }
+    let block = crate::wal::format::BLOCK_BYTES as u64;
+    let storage = bm.storage();
+    let device = storage.data_device_count() + w;
+    // At most one turn of the ring, split where it wraps.
+    let from = from.max(to.saturating_sub(ring_blocks));
+    let mut at = from;
+    while at < to {
+        let in_ring = at % ring_blocks;
+        let n = (to - at).min(ring_blocks - in_ring);
+        if storage
+            .discard_log_range(device, in_ring * block, n * block)
+            .is_err()
+        {
+            return;
+        }
+        at += n;
+    }
+}
+
 /// Writes the checkpoint slot (the data files are synced); then the logs
 /// may reuse the blocks before their start blocks, and the devices may
 /// have back the pages the checkpoint lists as free.
@@ -153,6 +187,7 @@ fn finish(wb: &mut WorkerBuffer) -> Result<()> {
     let mut free = bm.free_page_ids();
     free.sort_unstable();
     let mut last = control.last.lock().unwrap_or_else(|e| e.into_inner());
+    let last_log_blocks = last.log_blocks;
     let checkpoint = Checkpoint {
         number: last.number + 1,
         seq_start: control.seq_start(),
@@ -177,8 +212,11 @@ fn finish(wb: &mut WorkerBuffer) -> Result<()> {
     let free_at_checkpoint = checkpoint.free.clone();
     *last = checkpoint;
     drop(last);
+    let log_blocks = last_log_blocks;
     for (w, start) in starts.into_iter().enumerate() {
+        let floor = wal.reclaim_floor(w);
         wal.set_reclaim_floor(w, start);
+        discard_log_blocks(&bm, w, floor, start, log_blocks);
     }
     // No recovery reads a page this checkpoint lists as free again.
     bm.discard_free_pages(&free_at_checkpoint);

@@ -217,6 +217,9 @@ pub struct DbStats {
     /// files, `BLKDISCARD` on block devices), after a checkpoint listed
     /// them as free.
     pub pages_discarded: u64,
+    /// Log bytes given back to block devices after checkpoints (the
+    /// blocks before each log's new start; log files keep theirs).
+    pub log_bytes_discarded: u64,
     /// Times a commit waited (parked) for room in its worker's log, which
     /// a log flush or a checkpoint makes: a log too small for the write
     /// rate shows here (raise `wal_bytes_per_worker`).
@@ -829,6 +832,7 @@ impl Db {
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         stats.checkpoints = 1 + self.inner.bm.wal().checkpoints.completed();
         stats.pages_discarded = self.inner.bm.pages_discarded();
+        stats.log_bytes_discarded = self.inner.bm.storage().log_bytes_discarded();
         stats.recovery = state.recovery;
         stats
     }

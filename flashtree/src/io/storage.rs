@@ -151,6 +151,8 @@ pub struct Storage {
     /// How writes are placed by lifetime on these devices (see
     /// [`Storage::placement`]).
     placement: String,
+    /// Bytes of log regions discarded ([`Storage::discard_log_range`]).
+    log_bytes_discarded: AtomicU64,
 }
 
 /// Where a logical range lives.
@@ -208,6 +210,7 @@ impl Storage {
             capacity_bytes: AtomicU64::new(0),
             grow_lock: Mutex::new(()),
             placement,
+            log_bytes_discarded: AtomicU64::new(0),
         };
         let per_device_bytes = storage.smallest_device_bytes()?;
         let stripe_bytes = config.chunk_bytes * storage.data_count as u64;
@@ -444,6 +447,37 @@ impl Storage {
             bytes += self.discard_range(d as usize, start, end)?;
         }
         Ok(bytes)
+    }
+
+    /// Tells a block device that bytes `offset..offset + len` of log
+    /// window `index` hold nothing (`BLKDISCARD`), and returns the bytes
+    /// discarded. Log files and simulated disks are left as they are
+    /// (returns 0): a log file is a preallocated ring, and a hole punched
+    /// in it would make its next write allocate blocks, which its
+    /// `fdatasync` would then have to make durable too. The caller makes
+    /// sure that recovery can never need those bytes.
+    pub fn discard_log_range(&self, index: usize, offset: u64, len: u64) -> Result<u64> {
+        let Some(w) = index.checked_sub(self.devices.len()) else {
+            return Ok(0);
+        };
+        let window = &self.windows[w];
+        if len == 0 || !self.devices[window.device].is_block_device {
+            return Ok(0);
+        }
+        assert!(
+            offset + len <= window.bytes,
+            "log discard past the end of {}",
+            window.label.display()
+        );
+        let start = window.start + offset;
+        let bytes = self.discard_range(window.device, start, start + len)?;
+        self.log_bytes_discarded.fetch_add(bytes, Ordering::Relaxed);
+        Ok(bytes)
+    }
+
+    /// Bytes of log regions discarded since open.
+    pub fn log_bytes_discarded(&self) -> u64 {
+        self.log_bytes_discarded.load(Ordering::Relaxed)
     }
 
     /// Discards bytes `start..end` of data device `index`.
