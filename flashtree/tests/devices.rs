@@ -9,6 +9,8 @@ use flashtree::Error;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 
+#[path = "common/full.rs"]
+mod full;
 #[path = "common/loops.rs"]
 mod loops;
 
@@ -249,23 +251,8 @@ fn a_full_data_region_refuses_writes_and_keeps_the_store_usable() {
     let paths = paths(&devices);
     let db = Db::open_devices(&paths, options(true)).unwrap();
     let t = db.tree("t").unwrap();
-    let mut written = 0u32;
-    let full = loop {
-        match db.put(t, &written.to_be_bytes(), &[written as u8; 1000]) {
-            Ok(()) => written += 1,
-            Err(e) => break e,
-        }
-        assert!(written < 1_000_000, "12 MiB never filled");
-    };
-    assert!(matches!(full, Error::Full(_)), "expected Full, got {full}");
-    assert!(written > 1000, "only {written} records fit");
-    // Reads and deletes still work, and deletes make room again.
-    for i in (0..written).step_by(97) {
-        assert_eq!(
-            db.get(t, &i.to_be_bytes()).unwrap(),
-            Some(vec![i as u8; 1000])
-        );
-    }
+    let written = full::fill_until_full(&db, t);
+    // Deletes still work and make room again.
     for i in 0..written / 2 {
         db.delete(t, &i.to_be_bytes()).unwrap();
     }

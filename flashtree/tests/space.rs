@@ -7,9 +7,11 @@
 use flashtree::db::{Db, Options};
 use flashtree::io::sim::{SimConfig, SimDisk};
 use flashtree::io::Vfs;
-use flashtree::Error;
 use std::path::Path;
 use std::sync::Arc;
+
+#[path = "common/full.rs"]
+mod full;
 
 const STORE: &str = "/sim/store";
 
@@ -33,22 +35,7 @@ fn a_full_file_system_refuses_writes_and_the_store_reopens_after_close_or_crash(
         let disk = SimDisk::new(config);
         let db = Db::open(Path::new(STORE), options(&disk)).unwrap();
         let t = db.tree("t").unwrap();
-        let mut written = 0u32;
-        let full = loop {
-            match db.put(t, &written.to_be_bytes(), &[written as u8; 1000]) {
-                Ok(()) => written += 1,
-                Err(e) => break e,
-            }
-            assert!(written < 200_000, "20 MiB never filled");
-        };
-        assert!(matches!(full, Error::Full(_)), "expected Full, got {full}");
-        assert!(written > 1000, "only {written} records fit");
-        for i in (0..written).step_by(31) {
-            assert_eq!(
-                db.get(t, &i.to_be_bytes()).unwrap(),
-                Some(vec![i as u8; 1000])
-            );
-        }
+        let written = full::fill_until_full(&db, t);
         for i in 0..written / 4 {
             db.delete(t, &i.to_be_bytes()).unwrap();
         }
