@@ -41,7 +41,14 @@ pub fn make(dir: &Path, count: usize, bytes: u64) -> Result<Vec<LoopDevice>, Str
             ));
         }
         let path = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
-        devices.push(LoopDevice { path });
+        let device = LoopDevice { path };
+        // A container may attach a loop device without giving it a node.
+        std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&device.path)
+            .map_err(|e| format!("{} attached but not usable: {e}", device.path.display()))?;
+        devices.push(device);
     }
     Ok(devices)
 }
