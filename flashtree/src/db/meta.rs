@@ -19,7 +19,7 @@ use crate::buffer::{seal_page, verify_page};
 use crate::error::{Error, Result};
 use crate::io::PAGE_SIZE;
 
-const MAGIC: &[u8; 8] = b"FLASHTRE";
+pub(crate) const MAGIC: &[u8; 8] = b"FLASHTRE";
 const FORMAT_VERSION: u32 = 5;
 
 /// Why a store of an older format version cannot be opened.

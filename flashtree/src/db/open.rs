@@ -65,18 +65,13 @@ pub(crate) struct StoreFiles {
 
 impl StoreFiles {
     fn new(data: &[PathBuf], layout: Vec<Superblock>) -> StoreFiles {
-        let with = |suffix: &str| {
-            let mut name = data[0].clone().into_os_string();
-            name.push(suffix);
-            PathBuf::from(name)
-        };
         let slots = if layout[0].regions_on_devices() {
             SlotPlace::Region {
                 start: layout[0].regions.checkpoint.start,
                 bytes: layout[0].checkpoint_slot_bytes,
             }
         } else {
-            SlotPlace::Files([with(".ckpt0"), with(".ckpt1")])
+            SlotPlace::Files([beside(&data[0], ".ckpt0"), beside(&data[0], ".ckpt1")])
         };
         StoreFiles {
             data: data.to_vec(),
@@ -91,9 +86,7 @@ impl StoreFiles {
     }
 
     fn log_file(&self, worker: usize) -> PathBuf {
-        let mut name = self.data[0].clone().into_os_string();
-        name.push(format!(".wal{worker}"));
-        PathBuf::from(name)
+        beside(&self.data[0], &format!(".wal{worker}"))
     }
 
     /// The log of `worker` as a window of a device (regions on devices).
@@ -112,6 +105,14 @@ impl StoreFiles {
             )),
         }
     }
+}
+
+/// The file beside the first data file `first` with `suffix` added to its
+/// name (`data.ft.ckpt0`, `data.ft.wal1`).
+fn beside(first: &std::path::Path, suffix: &str) -> PathBuf {
+    let mut name = first.as_os_str().to_owned();
+    name.push(suffix);
+    PathBuf::from(name)
 }
 
 /// An open store, ready for workers.
@@ -327,6 +328,18 @@ fn write_superblocks(raw: &Storage, layout: &[Superblock]) -> Result<()> {
     Ok(())
 }
 
+/// Plans a new store's layout and writes its superblocks.
+fn create_layout(
+    raw: &Storage,
+    paths: &[PathBuf],
+    heads: &[Vec<u8>],
+    options: &Options,
+) -> Result<StoreFiles> {
+    let layout = new_layout(raw, paths, heads, options)?;
+    write_superblocks(raw, &layout)?;
+    Ok(StoreFiles::new(paths, layout))
+}
+
 /// Opens (or creates) the store of `options` on the data files `paths`.
 pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened> {
     let vfs = options.vfs.clone();
@@ -334,40 +347,34 @@ pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened>
     let raw = open_raw(paths, options)?;
     let heads = read_heads(&raw)?;
     let started = Instant::now();
-    let mut existing = None;
-    let forced = options.create_on_block_devices
-        && options.force_create
-        && (0..paths.len()).all(|d| raw.is_block_device(d));
+    let on_block_devices = (0..paths.len()).all(|d| raw.is_block_device(d));
+    let forced = options.create_on_block_devices && options.force_create && on_block_devices;
     let found = match existing_layout(paths, &heads) {
         // Forced creation erases devices whatever they hold, also parts
-        // of a store given out of order or damaged.
+        // of a store given out of order or damaged; a creation on files
+        // cut short may have written some files' superblocks only.
         Err(_) if forced => None,
+        Err(_) if !on_block_devices && interrupted_creation(&vfs, paths)? => None,
         other => other?,
     };
-    let layout = match found {
+    // The store there with its last checkpoint, or the layout of a new one.
+    let (files, checkpoint) = match found {
         Some(layout) => {
-            let files = StoreFiles::new(paths, layout.clone());
-            existing = read_checkpoint(&raw, &files.slots)?;
-            if existing.is_none() {
-                check_creatable(&raw, paths, &files, options)?;
+            let files = StoreFiles::new(paths, layout);
+            match read_checkpoint(&raw, &files.slots)? {
+                Some(c) => (files, Some(c)),
+                None => {
+                    check_creatable(&raw, paths, &files, options)?;
+                    (create_layout(&raw, paths, &heads, options)?, None)
+                }
             }
-            layout
         }
         None => {
             check_no_store(&raw, paths, &heads, options)?;
-            Vec::new()
+            (create_layout(&raw, paths, &heads, options)?, None)
         }
     };
-    let layout = if existing.is_some() {
-        layout
-    } else {
-        let layout = new_layout(&raw, paths, &heads, options)?;
-        write_superblocks(&raw, &layout)?;
-        layout
-    };
     drop(raw);
-    let files = StoreFiles::new(paths, layout);
-    let checkpoint = existing;
     let log_count = match &checkpoint {
         Some(c) => c.log_starts.len().max(options.workers),
         None => options.workers,
@@ -478,6 +485,9 @@ fn check_no_store(
         // Creation on block devices has its own option (`new_layout`).
         return Ok(());
     }
+    if interrupted_creation(raw.vfs(), paths)? {
+        return check_may_create(paths, options);
+    }
     for (head, path) in heads.iter().zip(paths) {
         if head.is_empty() {
             continue;
@@ -495,9 +505,7 @@ fn check_no_store(
     }
     // Empty data files beside checkpoint slots: the data was lost.
     for suffix in [".ckpt0", ".ckpt1"] {
-        let mut slot = paths[0].clone().into_os_string();
-        slot.push(suffix);
-        let slot = PathBuf::from(slot);
+        let slot = beside(&paths[0], suffix);
         if raw.vfs().len(&slot)?.unwrap_or(0) > 0 {
             return Err(Error::Corrupt(format!(
                 "{} holds no flashtree superblock but {} holds a checkpoint: the data file was emptied or replaced",
@@ -506,6 +514,11 @@ fn check_no_store(
             )));
         }
     }
+    check_may_create(paths, options)
+}
+
+/// No store is there: an error unless [`Options::create_if_missing`].
+fn check_may_create(paths: &[PathBuf], options: &Options) -> Result<()> {
     if !options.create_if_missing {
         return Err(Error::InvalidArgument(format!(
             "no store at {} (set Options::create_if_missing to create one)",
@@ -535,47 +548,74 @@ fn check_creatable(
         }
         return Ok(());
     }
-    if !only_a_metadata_page(raw.vfs(), files)? {
+    if !interrupted_creation(raw.vfs(), paths)? {
         return Err(Error::Corrupt(format!(
             "{} holds data but the store has no valid checkpoint slot ({}.ckpt0 or .ckpt1): the slots were deleted or damaged",
             list_paths(paths),
             paths[0].display()
         )));
     }
-    if !options.create_if_missing {
-        return Err(Error::InvalidArgument(format!(
-            "no store at {} (set Options::create_if_missing to create one)",
-            list_paths(paths)
-        )));
-    }
-    Ok(())
+    check_may_create(paths, options)
 }
 
-/// True when the first data file's data begins with a valid metadata page
-/// (or nothing) and every other page of every data file is zero: a
-/// creation that stopped before its first checkpoint, when no change could
-/// have been made.
-fn only_a_metadata_page(vfs: &Vfs, files: &StoreFiles) -> Result<bool> {
-    for (d, path) in files.data.iter().enumerate() {
-        let start = files.layout[d].regions.data.start as usize;
+/// True when a creation of a store on files stopped before its first
+/// checkpoint was durable, so nothing was acknowledged and the store may be
+/// created again: no slot holds a valid checkpoint, the logs hold only
+/// zeros, and the data files hold nothing but what creation writes (each
+/// superblock copy and the metadata page whole, torn or missing; a tear
+/// keeps or drops whole 512-byte sectors, and everything these write past
+/// their first sector is zero) and zeros.
+fn interrupted_creation(vfs: &Vfs, paths: &[PathBuf]) -> Result<bool> {
+    for k in 0..2 {
+        if let Some(bytes) = vfs.read_all(&beside(&paths[0], &format!(".ckpt{k}")))? {
+            if Checkpoint::decode(&bytes).is_some() {
+                return Ok(false);
+            }
+        }
+    }
+    for w in 0.. {
+        let Some(bytes) = vfs.read_all(&beside(&paths[0], &format!(".wal{w}")))? else {
+            break;
+        };
+        if !is_zero(&bytes) {
+            return Ok(false);
+        }
+    }
+    // A block written by creation: its first sector zero or carrying
+    // `magic` at `magic_at`, the rest zero.
+    let written_by_creation = |block: &[u8], magic: &[u8], magic_at: usize| {
+        let (first, rest) = block.split_at(block.len().min(512));
+        is_zero(rest)
+            && (is_zero(first) || first.get(magic_at..magic_at + magic.len()) == Some(magic))
+    };
+    for (d, path) in paths.iter().enumerate() {
         let Some(bytes) = vfs.read_all(path)? else {
             continue;
         };
-        let data = bytes.get(start..).unwrap_or(&[]);
-        let rest = if d == 0 && data.len() >= PAGE_SIZE {
-            let page: &[u8; PAGE_SIZE] = data[..PAGE_SIZE].try_into().expect("a page");
-            if meta::decode_meta(page).is_err() && page.iter().any(|&b| b != 0) {
+        let mut at = 0;
+        let mut blocks = vec![
+            (layout::SUPERBLOCK_MAGIC.as_slice(), 4),
+            (layout::SUPERBLOCK_MAGIC.as_slice(), 4),
+        ];
+        if d == 0 {
+            blocks.push((meta::MAGIC.as_slice(), 24));
+        }
+        for (magic, magic_at) in blocks {
+            let block = &bytes[at.min(bytes.len())..(at + PAGE_SIZE).min(bytes.len())];
+            if !written_by_creation(block, magic, magic_at) {
                 return Ok(false);
             }
-            &data[PAGE_SIZE..]
-        } else {
-            data
-        };
-        if rest.iter().any(|&b| b != 0) {
+            at += PAGE_SIZE;
+        }
+        if !is_zero(bytes.get(at..).unwrap_or(&[])) {
             return Ok(false);
         }
     }
     Ok(true)
+}
+
+fn is_zero(bytes: &[u8]) -> bool {
+    bytes.iter().all(|&b| b == 0)
 }
 
 /// Refuses data files that cannot hold the store the checkpoint describes.

@@ -365,13 +365,6 @@ impl SimDisk {
             .collect()
     }
 
-    /// Space used and free: (bytes of all files, `SimConfig::space_bytes`).
-    pub fn space(&self) -> (u64, u64) {
-        let s = self.lock();
-        let used = s.files.iter().map(|f| f.volatile.len() as u64).sum();
-        (used, s.config.space_bytes)
-    }
-
     fn lock(&self) -> MutexGuard<'_, State> {
         // A panic under the lock is one of our assertions; the state stays usable.
         self.state.lock().unwrap_or_else(|e| e.into_inner())

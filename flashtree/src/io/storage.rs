@@ -274,11 +274,6 @@ impl Storage {
         self.devices[index].is_block_device
     }
 
-    /// Where data device `index`'s pages start.
-    pub fn data_start(&self, index: usize) -> u64 {
-        self.data_start[index]
-    }
-
     /// Number of striped data devices (the first devices).
     pub fn data_device_count(&self) -> usize {
         self.data_count
