@@ -24,8 +24,8 @@ use crate::buffer::{GuardX, OpError, PageId, Restart, WorkerBuffer};
 use crate::error::{Error, Result};
 use crate::io::PAGE_SIZE;
 use crate::wal::format::{
-    GroupParts, PageChange, PageRuns, RunList, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES,
-    RECORD_HEADER_BYTES, RUN_HEADER_BYTES,
+    GroupParts, PageChange, PageRuns, RunList, FRESH_MOST_BYTES, GROUP_FIXED_BYTES,
+    GROUP_PAGE_BYTES, RECORD_HEADER_BYTES, RUN_HEADER_BYTES,
 };
 use std::cell::RefCell;
 
@@ -866,7 +866,7 @@ fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
             Before::Whole(before) if delta_allowed => {
                 PageRuns::plan(Some(before), leaf.guard.page())
             }
-            _ => PageRuns::plan(None, leaf.guard.page()),
+            _ => image_runs(leaf.guard.page()),
         });
     }
     let changes: Vec<(PageId, PageChange<'_>)> = held
@@ -889,6 +889,17 @@ fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
         }
     }
     seq
+}
+
+/// A new image of `page`: full when its node uses more than a fresh
+/// image's most payload (the scan for its nonzero runs would read most of
+/// the page only to say so; a full image is a valid image of any page),
+/// else as [`PageRuns::plan`] finds.
+fn image_runs(page: &[u8; PAGE_SIZE]) -> PageRuns {
+    if Node::from_page(page).space_used_bytes() > FRESH_MOST_BYTES {
+        return PageRuns::Full;
+    }
+    PageRuns::plan(None, page)
 }
 
 /// Debug builds: the step changed `page` only inside `undo`'s spans (a

@@ -1475,6 +1475,14 @@ impl TaskCtx {
         }
         batch::check_batch_size(batch.len(), self.inner.frames_per_worker)?;
         let bm = &self.inner.bm;
+        if batch.is_empty() {
+            // Nothing to apply or log (no step, so no wait for log room):
+            // only the wait for the groups before it.
+            bm.wal().check()?;
+            self.wait_durable_through(bm.wal().next_seq() - 1, options)
+                .await?;
+            return Ok(Vec::new());
+        }
         let mut prefetched = false;
         let mut neighbour_loads = 0;
         let applied = loop {
@@ -1537,21 +1545,26 @@ impl TaskCtx {
             self.merge_after_delete(Tree { root: tree_root }, key)
                 .await?;
         }
-        let wait = options
-            .sync
-            .unwrap_or(bm.wal().durability() == Durability::Sync);
         // A batch that changed nothing still makes every earlier group
         // durable, as a synced write does in other engines: the caller may
         // rely on it for its earlier unsynced writes.
         let last_seq = applied.seq.unwrap_or_else(|| bm.wal().next_seq() - 1);
+        self.wait_durable_through(last_seq, options).await?;
+        Ok(applied.found)
+    }
+
+    /// Waits, when `options` (or the store's durability) asks a write to
+    /// be synced, until every group up to `last_seq` is durable.
+    async fn wait_durable_through(&self, last_seq: u64, options: WriteOptions) -> Result<()> {
+        let wal = self.inner.bm.wal();
+        let wait = options.sync.unwrap_or(wal.durability() == Durability::Sync);
         if wait && last_seq > 0 {
-            let seq = last_seq;
-            if bm.wal().durability() != Durability::Sync {
+            if wal.durability() != Durability::Sync {
                 worker::with_local(|wb| wb.flush_log(true));
             }
-            worker::wait_durable(seq).await?;
+            worker::wait_durable(last_seq).await?;
         }
-        Ok(applied.found)
+        Ok(())
     }
 
     /// A batch without a log: entry by entry, not atomic.
