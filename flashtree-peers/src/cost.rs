@@ -28,9 +28,8 @@
 //! random 4 KiB IOPS) and by bytes (the rated sequential read bandwidth).
 //! Reads of many sizes use at least the larger of the two shares,
 //! `max(read ops/s ÷ rated IOPS, read bytes/s ÷ rated bandwidth)`, so that
-//! is what is charged: a large sequential read (RocksDB's compactions, 128
-//! KiB and more per request) is charged by its bytes, not as 32 random
-//! reads. The exact device time, Σ over the reads of max(1 ÷ IOPS, size ÷
+//! is what is charged: a large sequential read (a compaction's) is charged
+//! by its bytes, not as one random read per 4 KiB. The exact device time, Σ over the reads of max(1 ÷ IOPS, size ÷
 //! bandwidth), would need each read's size, which the counters do not give;
 //! the max is a lower bound on it, and exact when all reads are small or
 //! all are large. The reads come, in that order of preference, from
@@ -57,15 +56,19 @@ const GIB_BYTES: f64 = (1u64 << 30) as f64;
 /// Bytes of the reads the rated IOPS count (4 KiB random reads).
 pub const RATED_READ_BYTES: u64 = 4096;
 
-/// Where a run's reads were counted.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+/// Where a run's reads were counted (in the JSON: its [`ReadSource::label`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ReadSource {
     /// The block device's reads completed and sectors read.
-    #[serde(rename = "device counters")]
     DeviceCounters,
     /// The process's `read_bytes` (`/proc/self/io`), as reads of 4 KiB.
-    #[serde(rename = "process bytes ÷ 4096")]
     ProcessBytes,
+}
+
+impl Serialize for ReadSource {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.label())
+    }
 }
 
 impl ReadSource {
