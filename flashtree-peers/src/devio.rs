@@ -18,8 +18,8 @@
 //! - The counters are the device's, not one process's: every process's
 //!   I/O to the device in the interval counts. Callers that attribute them
 //!   to one run must say so.
-//! - Reading the counters is two small file reads; nothing here holds
-//!   state between calls.
+//! - Reading the counters is one small file read (two on the fallback);
+//!   nothing here holds state between calls.
 
 use std::os::unix::fs::{FileTypeExt as _, MetadataExt as _};
 use std::path::{Path, PathBuf};
