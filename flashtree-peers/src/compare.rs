@@ -18,7 +18,9 @@ use serde::Serialize;
 
 use crate::adapters::{cache_setting, open_peer, page_cache_bytes};
 use crate::cgroup::MemoryCgroup;
-use crate::cost::{cost_of, set_flashtree_ratios, CostFigures, CostInputs, Prices};
+use crate::cost::{
+    cost_of, set_flashtree_ratios, CostFigures, CostInputs, Prices, ReadRate, ReadSource,
+};
 use crate::driver::{best_index, run_phase, sweep_counts, sweep_threads, PhaseResult, PhaseSpec};
 use crate::engine::{Concurrency, DurabilityMode, Engine, EngineConfig, EngineFactory};
 use crate::job::Phase;
@@ -28,6 +30,14 @@ use crate::workload::lookup::Lookup;
 use crate::workload::tpcc::{Tpcc, TpccScale};
 use crate::workload::ycsb::{Ycsb, YcsbKind};
 use crate::workload::{OpKind, Workload};
+
+/// Device read bytes above this multiple of the process's read bytes
+/// (plus [`OTHERS_READS_SLACK_BYTES_PER_SEC`]) are taken as other
+/// processes' reads in the device counters, and the cost notes say so.
+const OTHERS_READS_RATIO: f64 = 1.1;
+/// Device read bytes/s above the process's that are never flagged
+/// (file-system metadata, small background reads).
+const OTHERS_READS_SLACK_BYTES_PER_SEC: f64 = 1e6;
 
 /// Command-line arguments of `bench compare`.
 #[derive(clap::Args, Debug, Clone)]
@@ -302,8 +312,18 @@ pub struct Summary {
     pub threads: Option<usize>,
     pub settings: String,
     pub ops_per_sec: f64,
+    /// Reads and writes per second the block device under `--dir`
+    /// completed in the best run (its own counters: every process's I/O to
+    /// it counts; null: not measurable, `device_counters_error` says why).
     pub read_iops: Option<f64>,
     pub write_iops: Option<f64>,
+    /// Bytes per second the device read and wrote in the best run.
+    pub device_read_bytes_per_sec: Option<f64>,
+    pub device_write_bytes_per_sec: Option<f64>,
+    /// The device those counters are of ([`crate::devio::BlockDevice::describe`]).
+    pub device: Option<String>,
+    /// Why there are no device counters.
+    pub device_counters_error: Option<String>,
     pub hit_ratio: Option<f64>,
     pub cpu_s: f64,
     /// Wall seconds of the best run (cores used = `cpu_s / wall_s`).
@@ -369,24 +389,58 @@ impl Summary {
         crate::cost::dram_bytes(self.pool_bytes, growth, beside)
     }
 
+    /// The best run's reads: the device's counters, else the process's
+    /// read bytes as 4 KiB reads (see [`crate::cost`]).
+    pub fn reads(&self) -> Option<ReadRate> {
+        match (self.read_iops, self.device_read_bytes_per_sec) {
+            (Some(ops_per_sec), Some(bytes_per_sec)) => Some(ReadRate {
+                ops_per_sec,
+                bytes_per_sec,
+                source: ReadSource::DeviceCounters,
+            }),
+            _ => self.process_reads_4kib_per_sec.map(|reads| {
+                ReadRate::from_process_bytes(reads * crate::cost::RATED_READ_BYTES as f64)
+            }),
+        }
+    }
+
+    /// A note when the device read clearly more than this process did:
+    /// the device's counters then hold other processes' reads too
+    /// (the process's `read_bytes` counts its direct reads, readahead and
+    /// page-cache misses, so it is about the device bytes it caused).
+    fn others_reads_note(&self) -> Option<String> {
+        let device = self.device_read_bytes_per_sec?;
+        let process = self.process_reads_4kib_per_sec? * crate::cost::RATED_READ_BYTES as f64;
+        let excess = device - process * OTHERS_READS_RATIO;
+        (excess > OTHERS_READS_SLACK_BYTES_PER_SEC).then(|| {
+            format!(
+                "the device read {:.1} MB/s during the run, this process {:.1} MB/s (`read_bytes` of /proc/self/io): other processes' reads are likely in the device counters, which then overstate this engine's reads and storage $",
+                device / 1e6,
+                process / 1e6
+            )
+        })
+    }
+
     /// Prices the best run's resources (see [`crate::cost`]).
     pub fn price(&mut self, prices: &Prices, device_iops: Option<f64>) {
-        let reads_per_sec = self.process_reads_4kib_per_sec.or(self.read_iops);
         let inputs = CostInputs {
             ops_per_sec: self.ops_per_sec,
             cpu_s: self.cpu_s,
             wall_s: self.wall_s,
             dram_bytes: self.dram_bytes(),
             storage_bytes: self.disk_bytes_after_run.or(self.disk_bytes_after_load),
-            reads_per_sec,
+            reads: self.reads(),
             device_iops,
         };
         let mut cost = cost_of(&inputs, prices);
-        if self.process_reads_4kib_per_sec.is_none() && self.read_iops.is_some() {
-            cost.notes.push(
-                "reads/s from the block device's counters (the process's own were not measurable)"
-                    .into(),
-            );
+        if let Some(note) = self.others_reads_note() {
+            cost.notes.push(note);
+        }
+        if cost.reads_source == Some(ReadSource::ProcessBytes) {
+            cost.notes.push(format!(
+                "device counters not available ({}): reads estimated as the process's read bytes ÷ 4096",
+                self.device_counters_error.as_deref().unwrap_or("not measured")
+            ));
         }
         if self.rss_peak_bytes.is_none() || self.rss_before_open_bytes.is_none() {
             cost.notes
@@ -417,6 +471,10 @@ impl Summary {
             ops_per_sec,
             read_iops: None,
             write_iops: None,
+            device_read_bytes_per_sec: None,
+            device_write_bytes_per_sec: None,
+            device: None,
+            device_counters_error: None,
             hit_ratio: None,
             cpu_s: 1.0,
             wall_s: 1.0,
@@ -1215,6 +1273,12 @@ fn engine_run(
     let per_op_us = |seconds: f64| {
         (best.stats.ops_count > 0).then(|| seconds * 1e6 / best.stats.ops_count as f64)
     };
+    let per_second = |count: fn(&crate::devio::IoCounters) -> u64| {
+        best.device_io
+            .as_ref()
+            .ok()
+            .map(|io| count(&io.counters) as f64 / best.wall_s.max(1e-9))
+    };
     let summary = Summary {
         engine: engine.name().to_string(),
         workload: workload.name(),
@@ -1226,8 +1290,12 @@ fn engine_run(
         threads,
         settings: engine.settings(),
         ops_per_sec: best.ops_per_sec(),
-        read_iops: best.device_reads.map(|n| n as f64 / best.wall_s),
-        write_iops: best.device_writes.map(|n| n as f64 / best.wall_s),
+        read_iops: per_second(|c| c.reads),
+        write_iops: per_second(|c| c.writes),
+        device_read_bytes_per_sec: per_second(|c| c.read_bytes),
+        device_write_bytes_per_sec: per_second(|c| c.write_bytes),
+        device: best.device_io.as_ref().ok().map(|io| io.device.describe()),
+        device_counters_error: best.device_io.as_ref().err().cloned(),
         hit_ratio: counters.hit_ratio,
         cpu_s: best.cpu_s,
         wall_s: best.wall_s,
@@ -1465,13 +1533,34 @@ mod tests {
         s.rss_before_open_bytes = Some(100 << 20);
         s.rss_peak_bytes = Some(200 << 20);
         s.disk_bytes_after_run = Some(3_750_000_000);
-        s.process_reads_4kib_per_sec = Some(5_500.0);
-        s.read_iops = Some(99_999.0);
+        // The device's counters are preferred to the process's bytes.
+        s.process_reads_4kib_per_sec = Some(99_999.0);
+        s.read_iops = Some(5_500.0);
+        s.device_read_bytes_per_sec = Some(5_500.0 * 4096.0);
+        s.device = Some("vda (254:0, whole device)".into());
         s.price(&prices, Some(11_000.0));
         let c = s.cost.clone().unwrap();
+        // The device read 22.5 MB/s, the process 409.6 MB/s: no note.
+        assert!(c.notes.is_empty(), "{:?}", c.notes);
+        // The other way round, the device counters hold others' reads.
+        s.process_reads_4kib_per_sec = Some(1_000.0);
+        s.price(&prices, Some(11_000.0));
+        let notes = s.cost.as_ref().unwrap().notes.join("; ");
+        assert!(
+            notes.contains("the device read 22.5 MB/s during the run, this process 4.1 MB/s"),
+            "{notes}"
+        );
+        assert!(notes.contains("other processes' reads are likely in the device counters"));
+        // Within 10 % + 1 MB/s of the process's bytes: no note.
+        s.process_reads_4kib_per_sec = Some(5_500.0 / 1.1 - 1e6 / 1.1 / 4096.0 + 1.0);
+        s.price(&prices, Some(11_000.0));
+        let c = s.cost.clone().unwrap();
+        assert!(c.notes.is_empty(), "{:?}", c.notes);
         // Resident growth 100 MiB beats the 64 MiB cache.
         assert_eq!(c.dram_bytes, 100 << 20);
         assert_eq!(c.cores_used, 0.5);
+        assert_eq!(c.reads_source, Some(ReadSource::DeviceCounters));
+        assert_eq!(c.reads_per_sec, Some(5_500.0));
         assert_eq!(c.ssd_share_by_space, Some(0.01));
         assert_eq!(c.ssd_share_by_reads, Some(0.01));
         assert_eq!(c.device_share_used, Some(0.5));
@@ -1485,19 +1574,37 @@ mod tests {
         assert_eq!(s.dram_bytes(), 116 << 20);
         s.engine = "lmdb".into();
         assert_eq!(s.dram_bytes(), 100 << 20);
-        // What was not measured is said.
+        // What was not measured is said; without device counters the
+        // process's read bytes stand in, as 4 KiB reads.
         s.rss_peak_bytes = None;
-        s.process_reads_4kib_per_sec = None;
+        s.read_iops = None;
+        s.device_read_bytes_per_sec = None;
+        s.device = None;
+        s.device_counters_error = Some("/x is on a tmpfs file system".into());
+        s.process_reads_4kib_per_sec = Some(99_999.0);
         s.disk_bytes_after_run = None;
         s.price(&prices, None);
-        let c = s.cost.unwrap();
+        let c = s.cost.clone().unwrap();
         assert_eq!(c.dram_bytes, 64 << 20);
+        assert_eq!(c.reads_source, Some(ReadSource::ProcessBytes));
         assert_eq!(c.reads_per_sec, Some(99_999.0));
+        assert_eq!(c.read_bytes_per_sec, Some(99_999.0 * 4096.0));
         assert_eq!(c.storage_bytes, Some(200_000));
         let notes = c.notes.join("; ");
-        for expected in ["block device", "DRAM is the pool alone", "after the load"] {
+        for expected in [
+            "device counters not available (/x is on a tmpfs file system)",
+            "read bytes ÷ 4096",
+            "DRAM is the pool alone",
+            "after the load",
+        ] {
             assert!(notes.contains(expected), "{expected:?} not in {notes}");
         }
+        // Neither: storage by space only.
+        s.process_reads_4kib_per_sec = None;
+        s.price(&prices, None);
+        let c = s.cost.unwrap();
+        assert_eq!((c.reads_source, c.reads_per_sec), (None, None));
+        assert!(c.notes.join("; ").contains("reads not measured"));
     }
 
     #[test]

@@ -18,9 +18,28 @@
 //!   page-cache engine held beside its own cache ([`dram_bytes`]).
 //! - **Storage**: the share of the priced SSD the run needs, by space
 //!   (bytes on disk ÷ the SSD's capacity: the paper's footnote 5, "count
-//!   only the storage space actually used") or by reads (its 4 KiB reads/s
-//!   ÷ the SSD's rated random-read IOPS), whichever is larger, × the SSD's
-//!   price. Writes are not counted against the IOPS (the table rates reads).
+//!   only the storage space actually used") or by reads
+//!   ([`ssd_share_by_reads`]), whichever is larger, × the SSD's price.
+//!   Writes are not charged (the table rates reads only).
+//!
+//! # The share of the SSD that reads use
+//!
+//! A device serving reads is bounded twice: by operations (the rated
+//! random 4 KiB IOPS) and by bytes (the rated sequential read bandwidth).
+//! Reads of many sizes use at least the larger of the two shares,
+//! `max(read ops/s ÷ rated IOPS, read bytes/s ÷ rated bandwidth)`, so that
+//! is what is charged: a large sequential read (a compaction's) is charged
+//! by its bytes, not as one random read per 4 KiB. The exact device time, Σ over the reads of max(1 ÷ IOPS, size ÷
+//! bandwidth), would need each read's size, which the counters do not give;
+//! the max is a lower bound on it, and exact when all reads are small or
+//! all are large. The reads come, in that order of preference, from
+//! - the block device's own counters ([`ReadSource::DeviceCounters`]: reads
+//!   completed and sectors read during the run, `crate::devio`), which
+//!   count every process's reads of the device in the run, not only the
+//!   engine's; or
+//! - the process's read bytes ÷ 4096 ([`ReadSource::ProcessBytes`]:
+//!   `read_bytes` of `/proc/self/io`) where the device is unknown or its
+//!   counters unreadable: an estimate that counts a 1 MiB read as 256.
 //!
 //! ops/s per $ = ops/s ÷ (CPU $ + DRAM $ + storage $).
 
@@ -36,6 +55,51 @@ const GIB_BYTES: f64 = (1u64 << 30) as f64;
 
 /// Bytes of the reads the rated IOPS count (4 KiB random reads).
 pub const RATED_READ_BYTES: u64 = 4096;
+
+/// Where a run's reads were counted (in the JSON: its [`ReadSource::label`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReadSource {
+    /// The block device's reads completed and sectors read.
+    DeviceCounters,
+    /// The process's `read_bytes` (`/proc/self/io`), as reads of 4 KiB.
+    ProcessBytes,
+}
+
+impl Serialize for ReadSource {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.label())
+    }
+}
+
+impl ReadSource {
+    /// The name reports and the JSON use.
+    pub fn label(self) -> &'static str {
+        match self {
+            ReadSource::DeviceCounters => "device counters",
+            ReadSource::ProcessBytes => "process bytes ÷ 4096",
+        }
+    }
+}
+
+/// A run's reads per second, as operations and as bytes.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ReadRate {
+    pub ops_per_sec: f64,
+    pub bytes_per_sec: f64,
+    pub source: ReadSource,
+}
+
+impl ReadRate {
+    /// Reads from the process's read bytes per second: as many 4 KiB
+    /// reads as those bytes fill.
+    pub fn from_process_bytes(bytes_per_sec: f64) -> ReadRate {
+        ReadRate {
+            ops_per_sec: bytes_per_sec / RATED_READ_BYTES as f64,
+            bytes_per_sec,
+            source: ReadSource::ProcessBytes,
+        }
+    }
+}
 
 /// A price table as written in its file.
 #[derive(Debug, Clone, Deserialize)]
@@ -73,7 +137,9 @@ struct DramPrice {
 }
 
 /// The SSD: its capacity `bytes`, its rated random-read IOPS (4 KiB) and
-/// where that figure is from, and either its `usd` or `usd_per_gib`.
+/// where that figure is from, optionally its rated sequential read
+/// bandwidth and where that is from (tables without it: the bandwidth of
+/// the rated IOPS at 4 KiB), and either its `usd` or `usd_per_gib`.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SsdPrice {
@@ -81,6 +147,8 @@ struct SsdPrice {
     bytes: u64,
     random_read_iops: f64,
     random_read_iops_source: String,
+    seq_read_bytes_per_sec: Option<f64>,
+    seq_read_bytes_per_sec_source: Option<String>,
     usd: Option<f64>,
     usd_per_gib: Option<f64>,
 }
@@ -105,6 +173,10 @@ pub struct Prices {
     /// The priced SSD's rated 4 KiB random reads per second.
     pub ssd_random_read_iops: f64,
     pub ssd_random_read_iops_source: String,
+    /// The priced SSD's rated sequential read bandwidth, bytes per second.
+    pub ssd_read_bytes_per_sec: f64,
+    /// Where it is from (or that it is the rated IOPS × 4 KiB).
+    pub ssd_read_bytes_per_sec_source: String,
     /// The parts priced, for the report.
     pub parts: Vec<String>,
 }
@@ -186,6 +258,27 @@ impl PriceFile {
         let ssd_random_read_iops = positive("ssd.random_read_iops", ssd.random_read_iops)?;
         let ssd_random_read_iops_source =
             non_empty("ssd.random_read_iops_source", &ssd.random_read_iops_source)?;
+        let (ssd_read_bytes_per_sec, ssd_read_bytes_per_sec_source) = match (
+            ssd.seq_read_bytes_per_sec,
+            ssd.seq_read_bytes_per_sec_source.as_deref(),
+        ) {
+            (Some(rate), Some(source)) => (
+                positive("ssd.seq_read_bytes_per_sec", rate)?,
+                non_empty("ssd.seq_read_bytes_per_sec_source", source)?,
+            ),
+            (None, None) => (
+                ssd_random_read_iops * RATED_READ_BYTES as f64,
+                "not in the table: its random_read_iops × 4 KiB".to_string(),
+            ),
+            (Some(_), None) => {
+                return Err("ssd.seq_read_bytes_per_sec needs seq_read_bytes_per_sec_source".into())
+            }
+            (None, Some(_)) => {
+                return Err(
+                    "ssd.seq_read_bytes_per_sec_source without seq_read_bytes_per_sec".into(),
+                )
+            }
+        };
         let parts = [&cpu.part, &dram.part, &ssd.part]
             .into_iter()
             .flatten()
@@ -204,6 +297,8 @@ impl PriceFile {
             usd_per_gib_ssd: ssd_usd / ssd_gib,
             ssd_random_read_iops,
             ssd_random_read_iops_source,
+            ssd_read_bytes_per_sec,
+            ssd_read_bytes_per_sec_source,
             parts,
         })
     }
@@ -243,7 +338,7 @@ impl Prices {
     /// One line for reports: the table's name, source and date, and its rates.
     pub fn describe(&self) -> String {
         format!(
-            "{} ({}; prices of {}): ${:.2} per core used ({}), ${:.2} per GiB of DRAM, ${:.2} per GiB of SSD (${:.2} for {:.0} GB), SSD rated {:.0} random 4 KiB reads/s ({})",
+            "{} ({}; prices of {}): ${:.2} per core used ({}), ${:.2} per GiB of DRAM, ${:.2} per GiB of SSD (${:.2} for {:.0} GB), SSD rated {:.0} random 4 KiB reads/s ({}) and {:.0} MB/s of sequential reads ({})",
             self.name,
             self.source,
             self.date,
@@ -254,7 +349,9 @@ impl Prices {
             self.ssd_usd,
             self.ssd_bytes as f64 / 1e9,
             self.ssd_random_read_iops,
-            self.ssd_random_read_iops_source
+            self.ssd_random_read_iops_source,
+            self.ssd_read_bytes_per_sec / 1e6,
+            self.ssd_read_bytes_per_sec_source
         )
     }
 }
@@ -269,8 +366,8 @@ pub struct CostInputs {
     pub dram_bytes: u64,
     /// Bytes on disk (None: not measured).
     pub storage_bytes: Option<u64>,
-    /// 4 KiB reads per second the run made (None: not measured).
-    pub reads_per_sec: Option<f64>,
+    /// Reads per second the run made (None: not measured).
+    pub reads: Option<ReadRate>,
     /// The device's random-read limit measured on this machine (None: not
     /// measured).
     pub device_iops: Option<f64>,
@@ -287,13 +384,24 @@ pub struct CostFigures {
     pub cores_used: f64,
     pub dram_bytes: u64,
     pub storage_bytes: Option<u64>,
-    /// 4 KiB reads per second of the run.
+    /// Read operations per second of the run (with `reads_source` "process
+    /// bytes ÷ 4096": read bytes ÷ 4096).
     pub reads_per_sec: Option<f64>,
-    /// `reads_per_sec` ÷ this machine's measured device limit.
+    /// Bytes read per second.
+    pub read_bytes_per_sec: Option<f64>,
+    /// Where the reads were counted ("device counters" or "process bytes ÷
+    /// 4096"; null: not measured).
+    pub reads_source: Option<ReadSource>,
+    /// `reads_per_sec` ÷ this machine's measured device limit (random 4
+    /// KiB reads/s).
     pub device_share_used: Option<f64>,
     /// `storage_bytes` ÷ the priced SSD's capacity.
     pub ssd_share_by_space: Option<f64>,
     /// `reads_per_sec` ÷ the priced SSD's rated IOPS.
+    pub ssd_share_by_read_iops: Option<f64>,
+    /// `read_bytes_per_sec` ÷ the priced SSD's rated read bandwidth.
+    pub ssd_share_by_read_bandwidth: Option<f64>,
+    /// The larger of those two ([`ssd_share_by_reads`]).
     pub ssd_share_by_reads: Option<f64>,
     /// The larger of the two: the share of the SSD priced.
     pub ssd_share: f64,
@@ -323,6 +431,15 @@ pub fn dram_bytes(
     pool_bytes.max(resident_growth_bytes.unwrap_or(0)) + page_cache_beside_bytes.unwrap_or(0)
 }
 
+/// The share of the priced SSD that `reads` use: (the larger of the two
+/// below, by operations = ops/s ÷ rated IOPS, by bytes = bytes/s ÷ rated
+/// bandwidth). See the module's text for why the larger.
+pub fn ssd_share_by_reads(reads: &ReadRate, prices: &Prices) -> (f64, f64, f64) {
+    let by_ops = reads.ops_per_sec / prices.ssd_random_read_iops;
+    let by_bytes = reads.bytes_per_sec / prices.ssd_read_bytes_per_sec;
+    (by_ops.max(by_bytes), by_ops, by_bytes)
+}
+
 /// The cost of the resources in `inputs` at `prices`.
 pub fn cost_of(inputs: &CostInputs, prices: &Prices) -> CostFigures {
     let mut notes = Vec::new();
@@ -334,9 +451,8 @@ pub fn cost_of(inputs: &CostInputs, prices: &Prices) -> CostFigures {
     let ssd_share_by_space = inputs
         .storage_bytes
         .map(|bytes| bytes as f64 / prices.ssd_bytes as f64);
-    let ssd_share_by_reads = inputs
-        .reads_per_sec
-        .map(|reads| reads / prices.ssd_random_read_iops);
+    let read_shares = inputs.reads.map(|reads| ssd_share_by_reads(&reads, prices));
+    let ssd_share_by_reads = read_shares.map(|(share, _, _)| share);
     if ssd_share_by_space.is_none() {
         notes.push("bytes on disk not measured: storage priced by reads only".to_string());
     }
@@ -357,12 +473,16 @@ pub fn cost_of(inputs: &CostInputs, prices: &Prices) -> CostFigures {
         cores_used,
         dram_bytes: inputs.dram_bytes,
         storage_bytes: inputs.storage_bytes,
-        reads_per_sec: inputs.reads_per_sec,
+        reads_per_sec: inputs.reads.map(|r| r.ops_per_sec),
+        read_bytes_per_sec: inputs.reads.map(|r| r.bytes_per_sec),
+        reads_source: inputs.reads.map(|r| r.source),
         device_share_used: inputs
-            .reads_per_sec
+            .reads
             .zip(inputs.device_iops.filter(|d| *d > 0.0))
-            .map(|(reads, device)| reads / device),
+            .map(|(reads, device)| reads.ops_per_sec / device),
         ssd_share_by_space,
+        ssd_share_by_read_iops: read_shares.map(|(_, by_ops, _)| by_ops),
+        ssd_share_by_read_bandwidth: read_shares.map(|(_, _, by_bytes)| by_bytes),
         ssd_share_by_reads,
         ssd_share,
         usd_cpu,
@@ -433,7 +553,11 @@ mod tests {
             wall_s: 10.0,
             dram_bytes: 192 << 30,
             storage_bytes: Some(375_000_000_000),
-            reads_per_sec: Some(0.0),
+            reads: Some(ReadRate {
+                ops_per_sec: 0.0,
+                bytes_per_sec: 0.0,
+                source: ReadSource::DeviceCounters,
+            }),
             device_iops: None,
         };
         let cost = cost_of(&inputs, &p);
@@ -472,15 +596,18 @@ mod tests {
         .unwrap();
         assert!(close(p.usd_per_core, 100.0));
         assert!(close(p.usd_per_gib_ssd, 1.0));
-        // 0.5 cores, 2 GiB, 10 GiB on disk (1 % of the SSD), 100k reads/s
-        // (10 % of its IOPS): reads decide.
+        // No bandwidth in the table: the IOPS's at 4 KiB.
+        assert!(close(p.ssd_read_bytes_per_sec, 4096.0 * 1e6));
+        assert!(p.ssd_read_bytes_per_sec_source.contains("not in the table"));
+        // 0.5 cores, 2 GiB, 10 GiB on disk (1 % of the SSD), 100k 4 KiB
+        // reads/s (10 % of its IOPS): reads decide.
         let inputs = CostInputs {
             ops_per_sec: 50_000.0,
             cpu_s: 5.0,
             wall_s: 10.0,
             dram_bytes: 2 << 30,
             storage_bytes: Some(10 << 30),
-            reads_per_sec: Some(100_000.0),
+            reads: Some(ReadRate::from_process_bytes(100_000.0 * 4096.0)),
             device_iops: Some(400_000.0),
         };
         let cost = cost_of(&inputs, &p);
@@ -493,18 +620,76 @@ mod tests {
         assert!(close(cost.usd_total, 158.0));
         assert!(close(cost.ops_per_sec_per_usd, 50_000.0 / 158.0));
         assert!(close(cost.device_share_used.unwrap(), 0.25));
+        assert_eq!(cost.reads_source, Some(ReadSource::ProcessBytes));
         assert!(cost.notes.is_empty());
         // No reads: space decides, and a note says reads were not priced.
         let cost = cost_of(
             &CostInputs {
-                reads_per_sec: None,
+                reads: None,
                 ..inputs
             },
             &p,
         );
+        assert_eq!(cost.reads_source, None);
         assert!(close(cost.usd_storage, 10.0));
         assert_eq!(cost.device_share_used, None);
         assert!(cost.notes[0].contains("reads not measured"));
+    }
+
+    #[test]
+    fn reads_use_the_larger_share_of_the_ssd_by_operations_or_by_bytes() {
+        let p = Prices::default_table();
+        assert!(close(p.ssd_read_bytes_per_sec, 2.4e9));
+        assert!(p
+            .ssd_read_bytes_per_sec_source
+            .starts_with("NOT from the paper"));
+        let device = |ops_per_sec: f64, bytes_per_sec: f64| ReadRate {
+            ops_per_sec,
+            bytes_per_sec,
+            source: ReadSource::DeviceCounters,
+        };
+        // 55k random 4 KiB reads/s: 10 % of the IOPS, 9.4 % of the bandwidth.
+        let (share, by_ops, by_bytes) =
+            ssd_share_by_reads(&device(55_000.0, 55_000.0 * 4096.0), &p);
+        assert!(close(by_ops, 0.1));
+        assert!(close(by_bytes, 55_000.0 * 4096.0 / 2.4e9));
+        assert!(close(share, 0.1));
+        // Compactions: 3,683 reads/s of 128 KiB (483 MB/s) use 20 % of the
+        // bandwidth and 0.7 % of the IOPS: bytes decide.
+        let (share, by_ops, by_bytes) =
+            ssd_share_by_reads(&device(3_683.0, 3_683.0 * 131_072.0), &p);
+        assert!(close(by_ops, 3_683.0 / 550_000.0));
+        assert!(close(share, by_bytes));
+        assert!(close(share, 3_683.0 * 131_072.0 / 2.4e9));
+        // Priced through cost_of: the storage $ follows the larger share,
+        // and the figures say where the reads came from.
+        let inputs = CostInputs {
+            ops_per_sec: 1.0,
+            wall_s: 1.0,
+            storage_bytes: Some(0),
+            reads: Some(device(3_683.0, 3_683.0 * 131_072.0)),
+            device_iops: Some(7_366.0),
+            ..CostInputs::default()
+        };
+        let cost = cost_of(&inputs, &p);
+        assert!(close(cost.usd_storage, share * 999.0));
+        assert_eq!(cost.ssd_share_by_reads, Some(share));
+        assert_eq!(cost.ssd_share_by_read_iops, Some(by_ops));
+        assert_eq!(cost.ssd_share_by_read_bandwidth, Some(by_bytes));
+        assert_eq!(cost.reads_per_sec, Some(3_683.0));
+        assert!(close(cost.device_share_used.unwrap(), 0.5));
+        let json = serde_json::to_value(&cost).unwrap();
+        assert_eq!(json["reads_source"], "device counters");
+        // The same bytes counted as 4 KiB reads of the process, as before:
+        // 118k "reads/s", 21 % of the IOPS.
+        let estimate = ReadRate::from_process_bytes(3_683.0 * 131_072.0);
+        assert!(close(estimate.ops_per_sec, 3_683.0 * 32.0));
+        let (old_share, _, _) = ssd_share_by_reads(&estimate, &p);
+        assert!(close(old_share, 3_683.0 * 32.0 / 550_000.0));
+        assert_eq!(
+            serde_json::to_value(estimate.source).unwrap(),
+            "process bytes ÷ 4096"
+        );
     }
 
     #[test]
@@ -570,6 +755,21 @@ mod tests {
                 "use \"core\" or \"hardware_thread\"",
             ),
             (good.replace("date = ", "dat = "), "unknown field"),
+            (
+                good.replace(
+                    "seq_read_bytes_per_sec = 2400000000.0",
+                    "seq_read_bytes_per_sec = 0.0",
+                ),
+                "ssd.seq_read_bytes_per_sec must be a positive",
+            ),
+            (
+                good.replace("seq_read_bytes_per_sec_source = ", "# "),
+                "needs seq_read_bytes_per_sec_source",
+            ),
+            (
+                good.replace("seq_read_bytes_per_sec = ", "# "),
+                "source without seq_read_bytes_per_sec",
+            ),
             (good.replace("[ssd]", "[ssd\n"), "price table t"),
             (
                 good.replace("usd = 1157.94", "usd = \"a lot\""),

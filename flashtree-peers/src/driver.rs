@@ -8,11 +8,12 @@ use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::devio::{BlockDevice, IoCounters};
 use crate::engine::{Concurrency, Engine, EngineCounters};
 use crate::job::{Job, Phase, RunControl, TaskStats};
 use crate::sys::{
-    device_io_counts, peak_rss_bytes, perf_report, process_cpu_user_sys_s, process_read_bytes,
-    process_write_bytes, reset_peak_rss, PerfRecording, Profile,
+    peak_rss_bytes, perf_report, process_cpu_user_sys_s, process_read_bytes, process_write_bytes,
+    reset_peak_rss, PerfRecording, Profile,
 };
 use crate::workload::Workload;
 
@@ -33,10 +34,10 @@ pub struct PhaseResult {
     pub cpu_user_s: f64,
     /// Of `cpu_s`, seconds in the kernel (system calls, page faults, I/O).
     pub cpu_sys_s: f64,
-    /// Device reads completed during the phase (None: not measurable).
-    pub device_reads: Option<u64>,
-    /// Device writes completed during the phase.
-    pub device_writes: Option<u64>,
+    /// What the block device under the data directory completed during
+    /// the phase, every process's I/O to it included (Err: why it is not
+    /// measurable: no block device, counters unreadable).
+    pub device_io: Result<DeviceIo, String>,
     /// Bytes the process sent to storage during the phase
     /// ([`process_write_bytes`]; None: not measurable).
     pub process_write_bytes: Option<u64>,
@@ -78,6 +79,21 @@ impl PhaseResult {
     pub fn ops_per_sec(&self) -> f64 {
         self.stats.ops_count as f64 / self.wall_s.max(1e-9)
     }
+}
+
+/// A phase's I/O on the block device under its data directory.
+#[derive(Debug, Clone)]
+pub struct DeviceIo {
+    pub device: BlockDevice,
+    /// Completed during the phase.
+    pub counters: IoCounters,
+}
+
+/// The device under `dir` and its counters now.
+fn device_counters(dir: &Path) -> Result<(BlockDevice, IoCounters), String> {
+    let device = BlockDevice::of_path(dir)?;
+    let counters = device.counters()?;
+    Ok((device, counters))
 }
 
 /// How to run one phase.
@@ -140,7 +156,7 @@ pub fn run_phase(
         phase: spec.phase,
         control: &control,
     };
-    let io_before = device_io_counts(spec.dir);
+    let io_before = device_counters(spec.dir);
     let written_before = process_write_bytes();
     let read_before = process_read_bytes();
     let peak_reset = reset_peak_rss();
@@ -159,7 +175,10 @@ pub fn run_phase(
     let wall_s = started.elapsed().as_secs_f64();
     let (user_after_s, sys_after_s) = process_cpu_user_sys_s();
     let (cpu_user_s, cpu_sys_s) = (user_after_s - user_before_s, sys_after_s - sys_before_s);
-    let io_after = device_io_counts(spec.dir);
+    let io_after = io_before
+        .as_ref()
+        .map_err(Clone::clone)
+        .and_then(|(device, _)| device.counters());
     let written = process_write_bytes()
         .zip(written_before)
         .map(|(after, before)| after.saturating_sub(before));
@@ -182,10 +201,12 @@ pub fn run_phase(
     // Stopped before looking at the job's result: a failed job must not leave perf running.
     let stopped = recording.map(|(path, started)| (path, started.and_then(PerfRecording::stop)));
     let all = all?;
-    let (device_reads, device_writes) = match (io_before, io_after) {
-        (Some(before), Some(after)) => (Some(after.0 - before.0), Some(after.1 - before.1)),
-        _ => (None, None),
-    };
+    let device_io = io_before.and_then(|(device, before)| {
+        io_after.map(|after| DeviceIo {
+            device,
+            counters: after.since(&before),
+        })
+    });
     let (perf_data_path, profile) = match stopped {
         Some((path, Ok(()))) => {
             let profile = perf_report(&path);
@@ -204,8 +225,7 @@ pub fn run_phase(
         cpu_s: cpu_user_s + cpu_sys_s,
         cpu_user_s,
         cpu_sys_s,
-        device_reads,
-        device_writes,
+        device_io,
         process_write_bytes: written,
         process_read_bytes: read,
         rss_peak_bytes,

@@ -59,6 +59,7 @@ pub mod cgroup;
 pub mod commits;
 pub mod compare;
 pub mod cost;
+pub mod devio;
 pub mod driver;
 pub mod engine;
 pub mod job;

@@ -128,10 +128,23 @@ fn cost_bars(path: &Path, runs: &[EngineRun]) -> Result<(), String> {
         })
         .collect();
     let workload = &runs[0].summary.workload;
+    // Where the reads that price the SSD's share were counted.
+    let mut sources: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r.summary.cost.as_ref()?.reads_source)
+        .map(crate::cost::ReadSource::label)
+        .collect();
+    sources.sort_unstable();
+    sources.dedup();
+    let reads = if sources.is_empty() {
+        String::new()
+    } else {
+        format!(" (reads: {})", sources.join(", "))
+    };
     bars_into(&left, &format!("{workload}: ops/s"), "ops/s", &names, &ops)?;
     bars_into(
         &right,
-        &format!("{workload}: ops/s per $"),
+        &format!("{workload}: ops/s per ${reads}"),
         "ops/s per $",
         &names,
         &per_usd,

@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::path::Path;
 
 use crate::compare::{durability_line, CompareArgs, EngineRun};
-use crate::cost::Prices;
+use crate::cost::{Prices, ReadSource};
 use crate::sys::{Profile, PERF_FREQUENCY_HZ};
 
 /// Longest symbol shown in report.md (profile-<engine>.txt has them whole).
@@ -40,6 +40,35 @@ fn cpu_split(run: &EngineRun) -> String {
     match (s.cpu_us_per_op, s.cpu_us_per_op_user, s.cpu_us_per_op_sys) {
         (Some(total), Some(user), Some(sys)) => format!("{total:.2} ({user:.2} + {sys:.2})"),
         (total, _, _) => optional(total, 2),
+    }
+}
+
+/// Which device the read and write IOPS are of, or why there are none.
+fn device_line(runs: &[EngineRun]) -> String {
+    let mut devices: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r.summary.device.as_deref())
+        .collect();
+    devices.sort_unstable();
+    devices.dedup();
+    let mut errors: Vec<&str> = runs
+        .iter()
+        .filter_map(|r| r.summary.device_counters_error.as_deref())
+        .collect();
+    errors.sort_unstable();
+    errors.dedup();
+    match (devices.is_empty(), errors.is_empty()) {
+        (false, true) => format!(
+            "the counters of {} (all processes' I/O to it)",
+            devices.join(", ")
+        ),
+        (true, false) => format!("not measurable ({})", errors.join("; ")),
+        (false, false) => format!(
+            "the counters of {} (all processes' I/O to it) where measurable ({})",
+            devices.join(", "),
+            errors.join("; ")
+        ),
+        (true, true) => "not measured".into(),
     }
 }
 
@@ -80,12 +109,13 @@ pub fn write_report(
     );
     let _ = writeln!(
         text,
-        "Durability: {}. Device limit: {}.\n",
+        "Durability: {}. Device limit: {}. Read and write IOPS: {}.\n",
         durability_line(
             runs.iter().map(|r| r.summary.engine.as_str()),
             args.durability,
         ),
-        optional(device_iops, 0) + " IOPS"
+        optional(device_iops, 0) + " IOPS",
+        device_line(runs)
     );
     let _ = writeln!(
         text,
@@ -346,34 +376,37 @@ pub fn cost_table(runs: &[EngineRun]) -> String {
     let mut text = String::new();
     let _ = writeln!(
         text,
-        "| engine | ops/s | cores used | DRAM MiB | storage MB | reads/s (4 KiB) | device share used | SSD share (space / reads) | $ CPU | $ DRAM | $ storage | $ total | ops/s per $ | flashtree ÷ (ops/s per $) |"
+        "| engine | ops/s | cores used | DRAM MiB | storage MB | reads counted by | reads/s | read MB/s | device share used | SSD share (space / read ops / read bytes) | $ CPU | $ DRAM | $ storage | $ total | ops/s per $ | flashtree ÷ (ops/s per $) |"
     );
     let _ = writeln!(
         text,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for run in runs {
         let s = &run.summary;
         let Some(c) = &s.cost else {
             let _ = writeln!(
                 text,
-                "| {} | {:.0} | not priced |||||||||||||",
+                "| {} | {:.0} | not priced |||||||||||||||",
                 s.engine, s.ops_per_sec
             );
             continue;
         };
         let _ = writeln!(
             text,
-            "| {} | {:.0} | {:.3} | {} | {} | {} | {} | {} / {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} |",
+            "| {} | {:.0} | {:.3} | {} | {} | {} | {} | {} | {} | {} / {} / {} | {:.2} | {:.2} | {:.2} | {:.2} | {:.1} | {} |",
             s.engine,
             s.ops_per_sec,
             c.cores_used,
             mebibytes(c.dram_bytes),
             megabytes(c.storage_bytes),
+            c.reads_source.map_or("–", ReadSource::label),
             optional(c.reads_per_sec, 0),
+            optional(c.read_bytes_per_sec.map(|b| b / 1e6), 1),
             optional(c.device_share_used, 3),
             optional(c.ssd_share_by_space, 4),
-            optional(c.ssd_share_by_reads, 4),
+            optional(c.ssd_share_by_read_iops, 4),
+            optional(c.ssd_share_by_read_bandwidth, 4),
             c.usd_cpu,
             c.usd_dram,
             c.usd_storage,
@@ -385,13 +418,54 @@ pub fn cost_table(runs: &[EngineRun]) -> String {
     text
 }
 
+/// Where the runs' reads were counted, as a sentence ending in '.'.
+fn reads_counted_by(runs: &[EngineRun]) -> String {
+    let mut devices: Vec<&str> = runs
+        .iter()
+        .filter(|r| {
+            r.summary.cost.as_ref().and_then(|c| c.reads_source) == Some(ReadSource::DeviceCounters)
+        })
+        .filter_map(|r| r.summary.device.as_deref())
+        .collect();
+    devices.sort_unstable();
+    devices.dedup();
+    let estimated: Vec<&str> = runs
+        .iter()
+        .filter(|r| {
+            r.summary.cost.as_ref().and_then(|c| c.reads_source) == Some(ReadSource::ProcessBytes)
+        })
+        .map(|r| r.summary.engine.as_str())
+        .collect();
+    let mut text = String::new();
+    if !devices.is_empty() {
+        let _ = write!(
+            text,
+            "the block device's own counters (\"device counters\": reads completed and sectors read during the best run, `/sys/dev/block/M:m/stat`) of {}. They count every process's I/O to that device during the run, not only the engine's: on a shared machine other work inflates them.",
+            devices.join(", ")
+        );
+    }
+    if !estimated.is_empty() {
+        let _ = write!(
+            text,
+            "{}the process's read bytes ÷ 4096 (\"process bytes ÷ 4096\": `read_bytes` of `/proc/self/io`, as if every read were 4 KiB; an estimate, where the device counters were not available, see the notes) for {}.",
+            if text.is_empty() { "" } else { " Reads are counted by " },
+            estimated.join(", ")
+        );
+    }
+    if text.is_empty() {
+        text.push_str("nothing: no run's reads were measured.");
+    }
+    text
+}
+
 /// The cost section: the price table used, how a run is priced, the cost
 /// table, and each engine's resident memory and notes.
 fn write_cost_section(text: &mut String, runs: &[EngineRun], prices: &Prices) {
     let _ = writeln!(
         text,
-        "\n## Cost\n\nPrice table: {}.\n\nPriced as Equation 1 of Huang, Imai, Wang and Xie, \"SSDs Striking Back: The Storage Jungle and Its Implications on Persistent Indexes\" (CIDR 2022), ops/s ÷ ($ CPU + $ DRAM + $ storage), with every resource prorated to what the best run used: cores used = CPU s ÷ wall s (getrusage, all threads) × $ per core; DRAM = the pool or cache, or the process's resident growth if larger (peak resident memory during the run − resident memory before the engine opened), plus page cache an engine held beside a cache of its own (its memory cgroup's peak), × $ per GiB; storage = the larger share of the priced SSD by space (bytes on disk after the run ÷ its capacity, the paper's footnote 5) or by reads (the process's 4 KiB reads/s, `read_bytes` of `/proc/self/io` ÷ 4096, ÷ its rated IOPS) × its price. Device share used: those reads/s ÷ this machine's device limit. Writes are not counted against the IOPS. MiB = 2^20 bytes, MB = 10^6 bytes.\n",
-        prices.describe()
+        "\n## Cost\n\nPrice table: {}.\n\nPriced as Equation 1 of Huang, Imai, Wang and Xie, \"SSDs Striking Back: The Storage Jungle and Its Implications on Persistent Indexes\" (CIDR 2022), ops/s ÷ ($ CPU + $ DRAM + $ storage), with every resource prorated to what the best run used: cores used = CPU s ÷ wall s (getrusage, all threads) × $ per core; DRAM = the pool or cache, or the process's resident growth if larger (peak resident memory during the run − resident memory before the engine opened), plus page cache an engine held beside a cache of its own (its memory cgroup's peak), × $ per GiB; storage = the largest share of the priced SSD by space (bytes on disk after the run ÷ its capacity, the paper's footnote 5), by read operations (reads/s ÷ its rated random-read IOPS) or by read bytes (read bytes/s ÷ its rated sequential read bandwidth) × its price: a device is bounded by operations and by bytes, so a large sequential read (a compaction's) is charged by its bytes, not as many 4 KiB reads. Reads are counted by {} Device share used: reads/s ÷ this machine's device limit (random 4 KiB reads/s). Writes are not charged. MiB = 2^20 bytes, MB = 10^6 bytes.\n",
+        prices.describe(),
+        reads_counted_by(runs)
     );
     text.push_str(&cost_table(runs));
     let _ = writeln!(text);
@@ -683,12 +757,22 @@ mod tests {
         let flashtree = runs[0].summary.cost.as_ref().unwrap();
         let rocksdb = runs[1].summary.cost.as_ref().unwrap();
         // One core each: $62.93 of CPU; the pool of 1 MiB; 30k reads/s of
-        // the SSD's 550k.
+        // 4 KiB (122.9 MB/s) from the device's counters, 0.3 of this
+        // machine's device; 5.45 % of the SSD's 550k IOPS, 5.12 % of its
+        // 2.4 GB/s.
         assert!(
-            rows[1].starts_with("| flashtree | 30000 | 1.000 | 1.0 | 0.3 | 30000 | 0.300 |"),
+            rows[1].starts_with(
+                "| flashtree | 30000 | 1.000 | 1.0 | 0.3 | device counters | 30000 | 122.9 | 0.300 | 0.0000 / 0.0545 / 0.0512 |"
+            ),
             "{}",
             rows[1]
         );
+        assert!(
+            text.contains("Reads are counted by the block device's own counters"),
+            "{text}"
+        );
+        assert!(text.contains("of vda (254:0, whole device). They count every process's I/O"));
+        assert!(!text.contains("process bytes ÷ 4096\""), "{text}");
         assert!(rows[1].contains("| 62.92 |"), "{}", rows[1]);
         assert!(
             rows[1].ends_with(&format!("| {:.1} | 1.00 |", flashtree.ops_per_sec_per_usd)),
@@ -702,5 +786,31 @@ mod tests {
             "{}",
             rows[3]
         );
+        // Without device counters: the estimate, named as such, per engine.
+        let run = &mut runs[1].summary;
+        run.device_read_bytes_per_sec = None;
+        run.read_iops = None;
+        run.device = None;
+        run.device_counters_error = Some("/x is on a tmpfs file system".into());
+        run.process_reads_4kib_per_sec = Some(2_000.0);
+        run.price(&prices, None);
+        let mut text = String::new();
+        write_cost_section(&mut text, &runs, &prices);
+        assert!(
+            text.contains("the process's read bytes ÷ 4096 (\"process bytes ÷ 4096\""),
+            "{text}"
+        );
+        assert!(text.contains(") for rocksdb."), "{text}");
+        assert!(
+            text.contains(
+                "| rocksdb | 10000 | 1.000 | 1.0 | 0.3 | process bytes ÷ 4096 | 2000 | 8.2 |"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("device counters not available (/x is on a tmpfs file system)"),
+            "{text}"
+        );
+        assert!(device_line(&runs).contains("the counters of vda (254:0, whole device) (all processes' I/O to it) where measurable (/x is on a tmpfs"));
     }
 }

@@ -11,7 +11,7 @@ use std::path::Path;
 use plotters::prelude::*;
 
 use crate::compare::{CompareArgs, Summary};
-use crate::cost::Prices;
+use crate::cost::{Prices, ReadSource};
 
 /// One finished (workload, data factor).
 #[derive(Debug, Clone)]
@@ -44,6 +44,36 @@ impl Combination {
         let ours = self.summary_of("flashtree")?.ops_per_sec;
         let theirs = self.summary_of(engine)?.ops_per_sec;
         (theirs > 0.0).then(|| ours / theirs)
+    }
+
+    /// Where its engines' reads were counted: "device counters (vda ...)"
+    /// when all were alike, else each engine's; "–": none measured.
+    pub fn reads_sources(&self) -> String {
+        let of = |s: &Summary| {
+            let source = s.cost.as_ref().and_then(|c| c.reads_source)?;
+            Some(match (source, &s.device) {
+                (ReadSource::DeviceCounters, Some(device)) => {
+                    format!("{} of {device}", source.label())
+                }
+                _ => source.label().to_string(),
+            })
+        };
+        let all: Vec<(String, Option<String>)> = self
+            .summaries
+            .iter()
+            .map(|s| (s.engine.clone(), of(s)))
+            .collect();
+        match all.first() {
+            None => "–".into(),
+            Some((_, first)) if all.iter().all(|(_, source)| source == first) => {
+                first.clone().unwrap_or_else(|| "–".into())
+            }
+            Some(_) => all
+                .iter()
+                .map(|(engine, source)| format!("{engine}: {}", source.as_deref().unwrap_or("–")))
+                .collect::<Vec<_>>()
+                .join("; "),
+        }
     }
 
     /// `engine`'s ops/s per $ (None: not priced).
@@ -154,15 +184,18 @@ pub fn summary_markdown(args: &CompareArgs, prices: &Prices, done: &[Combination
     }
     let _ = writeln!(
         text,
-        "\n## ops/s per $\n\nEach engine's ops/s ÷ the $ of the resources its best run used (cores, DRAM, the share of the priced SSD by space or reads), priced from {}; each report's Cost section gives the parts.\n",
+        "\n## ops/s per $\n\nEach engine's ops/s ÷ the $ of the resources its best run used (cores, DRAM, the share of the priced SSD by space, by read operations or by read bytes), priced from {}; each report's Cost section gives the parts. Reads counted by: \"device counters\" (the block device's reads completed and bytes read, which count every process's I/O to it during the run, not only the engine's) or \"process bytes ÷ 4096\" (an estimate, where the device counters were not available).\n",
         prices.describe()
     );
-    header(&mut text, &engines);
+    let mut columns: Vec<String> = engines.clone();
+    columns.push("reads counted by".into());
+    header(&mut text, &columns);
     for c in done {
         let mut row = row_start(c);
         for engine in &engines {
             let _ = write!(row, " {} |", cell(c.ops_per_usd(engine), 1));
         }
+        let _ = write!(row, " {} |", c.reads_sources());
         let _ = writeln!(text, "{row}");
     }
     if has_flashtree && !peers.is_empty() {
@@ -731,6 +764,64 @@ mod tests {
             .as_str()
             .unwrap()
             .contains("SSDs Striking Back"));
+        assert_eq!(first["cost"]["reads_source"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn the_summary_says_where_each_combinations_reads_were_counted() {
+        let args = Cli::parse_from(["compare"]).args;
+        let counted = |engine: &str, device: bool| {
+            let mut s = summary(engine, 1000.0, 1.0);
+            if device {
+                s.read_iops = Some(100.0);
+                s.device_read_bytes_per_sec = Some(409_600.0);
+                s.device = Some("vda (254:0, whole device)".into());
+            } else {
+                s.process_reads_4kib_per_sec = Some(100.0);
+            }
+            s.price(&Prices::default_table(), None);
+            s
+        };
+        let combination = |workload: &str, summaries: Vec<Summary>| Combination {
+            workload: workload.into(),
+            data_factor: 2.0,
+            pool_share: None,
+            device_iops: None,
+            summaries,
+        };
+        let done = vec![
+            combination(
+                "tpcc",
+                vec![counted("flashtree", true), counted("rocksdb", true)],
+            ),
+            combination(
+                "lookup",
+                vec![counted("flashtree", true), counted("rocksdb", false)],
+            ),
+        ];
+        let text = summary_markdown(&args, &Prices::default_table(), &done);
+        assert!(text.contains("| reads counted by |"), "{text}");
+        assert!(
+            text.contains(" | device counters of vda (254:0, whole device) |\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains(
+                " | flashtree: device counters of vda (254:0, whole device); rocksdb: process bytes ÷ 4096 |\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("every process's I/O"), "{text}");
+        let dir = tempfile::tempdir().unwrap();
+        write_summary(dir.path(), &args, &Prices::default_table(), &done).unwrap();
+        let json = std::fs::read_to_string(dir.path().join("summary.json")).unwrap();
+        let lines: Vec<serde_json::Value> = json
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap())
+            .collect();
+        assert_eq!(lines[1]["cost"]["reads_source"], "device counters");
+        assert_eq!(lines[1]["device"], "vda (254:0, whole device)");
+        assert_eq!(lines[3]["cost"]["reads_source"], "process bytes ÷ 4096");
     }
 
     #[test]

@@ -1,10 +1,10 @@
 //! Small OS helpers: CPU time (getrusage), CPU affinity (sched_setaffinity),
-//! device I/O counts (/sys/dev/block/M:m/stat), resident memory, sizes, and
+//! the process's I/O bytes (/proc/self/io), resident memory, sizes, and
 //! CPU profiles of this process sampled by Linux `perf`.
 
 use std::io::{Read as _, Write as _};
 use std::os::unix::ffi::OsStrExt as _;
-use std::os::unix::fs::{MetadataExt, OpenOptionsExt as _};
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::os::unix::process::{CommandExt as _, ExitStatusExt as _};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -143,19 +143,6 @@ fn status_kib(field: &str) -> Option<u64> {
                 .parse::<u64>()
                 .ok()
         })
-}
-
-/// Completed (reads, writes) of the block device holding `path`, if the
-/// kernel exposes it (not for overlay or tmpfs).
-pub fn device_io_counts(path: &Path) -> Option<(u64, u64)> {
-    let device = std::fs::metadata(path).ok()?.dev();
-    let (major, minor) = (libc::major(device), libc::minor(device));
-    let text = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/stat")).ok()?;
-    let fields: Vec<u64> = text
-        .split_whitespace()
-        .filter_map(|f| f.parse().ok())
-        .collect();
-    Some((*fields.first()?, *fields.get(4)?))
 }
 
 /// Resident set size of this process, in bytes.

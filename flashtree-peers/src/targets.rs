@@ -249,6 +249,9 @@ pub(crate) mod tests {
             summary: Summary {
                 read_iops: Some(read_iops),
                 write_iops: Some(0.0),
+                device_read_bytes_per_sec: Some(read_iops * 4096.0),
+                device_write_bytes_per_sec: Some(0.0),
+                device: Some("vda (254:0, whole device)".into()),
                 ..Summary::for_tests(engine, ops_per_sec, cpu_us_per_op)
             },
             commits: crate::compare::CommitFigures {
