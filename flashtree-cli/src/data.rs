@@ -528,6 +528,9 @@ pub fn load(args: LoadArgs) -> Result<(), String> {
     Ok(())
 }
 
+/// A record of the input: (line index, tree, key, value).
+type LineRecord = (usize, String, Vec<u8>, Vec<u8>);
+
 /// `flashtree load --bulk`: one bulk load per stretch of records of one
 /// tree; returns the records read.
 fn bulk_load_trees(
@@ -544,11 +547,11 @@ fn bulk_load_trees(
     };
     let mut lines = reader.lines().enumerate();
     // The first record of the next tree, read by the load before.
-    let mut carry: Option<(usize, String, Vec<u8>, Vec<u8>)> = None;
+    let mut carry: Option<LineRecord> = None;
     let mut done: Vec<String> = Vec::new();
     let mut records = 0u64;
     // The next record of the input, or an error naming its line.
-    let mut next_record = move || -> Option<Result<(usize, String, Vec<u8>, Vec<u8>), String>> {
+    let mut next_record = move || -> Option<Result<LineRecord, String>> {
         for (n, line) in lines.by_ref() {
             let line = match line {
                 Ok(l) => l,
