@@ -44,6 +44,9 @@ pub struct BulkArgs {
     /// Bulk load fill factor.
     #[arg(long, default_value_t = 1.0)]
     pub fill: f64,
+    /// Bulk load sort memory in MiB (default: the pool's size).
+    #[arg(long)]
+    pub sort_mib: Option<u64>,
     /// Random lookups checked on the bulk-loaded store (after a full scan).
     #[arg(long, default_value_t = 100_000)]
     pub lookups: u64,
@@ -109,7 +112,7 @@ fn run_bulk(args: &BulkArgs, dir: &Path, pool: u64, order: &[u32]) -> Result<Str
                 .map(|&i| Ok((record_key(i as u64), record_value(i as u64)))),
             &BulkLoadOptions {
                 fill_factor: args.fill,
-                ..BulkLoadOptions::default()
+                sort_memory_bytes: args.sort_mib.map(|m| m << 20),
             },
         )
         .map_err(|e| e.to_string())?;

@@ -58,6 +58,9 @@ const RUN_RECORD_HEADER: usize = 4;
 /// Writes in flight while the tree's pages are written.
 const PAGE_WRITES_IN_FLIGHT: usize = 32;
 
+/// Records ahead of the one copied whose bytes are prefetched.
+const PREFETCH_AHEAD: usize = 16;
+
 /// Writes in flight while runs are written.
 const TEMP_WRITES_IN_FLIGHT: usize = 4;
 
@@ -262,6 +265,25 @@ impl MemoryRun {
         &self.arena[at.1 as usize..at.1 as usize + at.2 as usize]
     }
 
+    /// Hints the CPU to fetch record `i` (the sorted index visits the
+    /// arena out of order: without it each record is a cache miss).
+    #[inline]
+    fn prefetch(&self, i: usize) {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(&(_, offset, _, _)) = self.index.get(i) {
+            let at = self.arena[offset as usize..].as_ptr();
+            for line in [0usize, 64] {
+                // SAFETY: prefetching is a hint that never faults; the
+                // address is only computed (wrapping), never dereferenced.
+                unsafe {
+                    std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                        at.wrapping_add(line) as *const i8,
+                    );
+                }
+            }
+        }
+    }
+
     fn record(&self, i: usize) -> (&[u8], &[u8]) {
         let (_, offset, k, v) = self.index[i];
         let (offset, k, v) = (offset as usize, k as usize, v as usize);
@@ -367,6 +389,7 @@ struct RunPlace {
 fn write_run(batch: &MemoryRun, temp: &mut TempSpace) -> Result<RunPlace> {
     let mut out = RunWriter::new(temp)?;
     for i in 0..batch.index.len() {
+        batch.prefetch(i + PREFETCH_AHEAD);
         let (key, value) = batch.record(i);
         out.push(temp, key, value)?;
     }
@@ -673,6 +696,7 @@ fn build_and_commit(
     let mut builder = TreeBuilder::new(limit);
     if let Some(batch) = &sorted.memory {
         for i in 0..batch.index.len() {
+            batch.prefetch(i + PREFETCH_AHEAD);
             let (key, value) = batch.record(i);
             builder.push(key, value, &mut pages)?;
         }
