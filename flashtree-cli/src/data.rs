@@ -594,10 +594,7 @@ fn bulk_load_trees(
                 return None;
             }
             match next_record()? {
-                Ok((n, t, k, v)) if t == name => {
-                    let _ = n;
-                    Some(Ok((k, v)))
-                }
+                Ok((_, t, k, v)) if t == name => Some(Ok((k, v))),
                 Ok(other) => {
                     carry = Some(other);
                     None
