@@ -2,6 +2,7 @@
 //! and `compare` (flashtree against peer engines on the same workload).
 
 pub mod adapter;
+pub mod bulk;
 pub mod compare;
 pub mod durable;
 mod fio;

@@ -9,7 +9,9 @@
 //! `{"tree":…,"key":…,"value":…}`, with `key_hex`/`value_hex` instead for
 //! bytes that are not valid UTF-8, so that `load` restores them exactly.
 
-use flashtree::db::{Db, Durability, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
+use flashtree::db::{
+    BulkLoadOptions, Db, Durability, Options, ScanDirection, Tree, WriteBatch, WriteOptions,
+};
 use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
@@ -164,6 +166,20 @@ pub struct LoadArgs {
     /// Create the store on block devices that hold none (erases them).
     #[arg(long)]
     pub create: bool,
+    /// Bulk load (`Db::bulk_load`): each stretch of consecutive records of
+    /// one tree (as `dump` writes them, tree by tree) is sorted and built
+    /// into that tree bottom-up, which must be empty; all of a tree's
+    /// records or none of them, durable at the end. Much faster than
+    /// batches for large inputs in any order.
+    #[arg(long)]
+    pub bulk: bool,
+    /// With --bulk: how full leaves and inner nodes are made, 0.5..=1.0.
+    #[arg(long, default_value_t = 1.0)]
+    pub fill: f64,
+    /// With --bulk: MiB of memory for sorting (default: the pool's size);
+    /// more records are sorted in runs through the store's temporary space.
+    #[arg(long)]
+    pub sort_mib: Option<u64>,
 }
 
 /// `flashtree stats`.
@@ -461,6 +477,13 @@ pub fn load(args: LoadArgs) -> Result<(), String> {
         Some(len) => flashtree_bench::util::progress_bar(len, "load"),
         None => indicatif::ProgressBar::new_spinner(),
     };
+    if args.bulk {
+        let records = bulk_load_trees(&db, &args, reader, &input_name, &bar)?;
+        bar.finish_and_clear();
+        close(db, dir)?;
+        eprintln!("bulk loaded {records} records into {}", dir.display());
+        return Ok(());
+    }
     let mut trees: HashMap<String, Tree> = HashMap::new();
     let mut batch = WriteBatch::new();
     let mut records = 0u64;
@@ -503,6 +526,94 @@ pub fn load(args: LoadArgs) -> Result<(), String> {
     close(db, dir)?;
     eprintln!("loaded {records} records into {}", dir.display());
     Ok(())
+}
+
+/// A record of the input: (line index, tree, key, value).
+type LineRecord = (usize, String, Vec<u8>, Vec<u8>);
+
+/// `flashtree load --bulk`: one bulk load per stretch of records of one
+/// tree; returns the records read.
+fn bulk_load_trees(
+    db: &Db,
+    args: &LoadArgs,
+    reader: Box<dyn BufRead>,
+    input_name: &str,
+    bar: &indicatif::ProgressBar,
+) -> Result<u64, String> {
+    let dir = &args.store.dir;
+    let options = BulkLoadOptions {
+        fill_factor: args.fill,
+        sort_memory_bytes: args.sort_mib.map(|m| m << 20),
+    };
+    let mut lines = reader.lines().enumerate();
+    // The first record of the next tree, read by the load before.
+    let mut carry: Option<LineRecord> = None;
+    let mut done: Vec<String> = Vec::new();
+    let mut records = 0u64;
+    // The next record of the input, or an error naming its line.
+    let mut next_record = move || -> Option<Result<LineRecord, String>> {
+        for (n, line) in lines.by_ref() {
+            let line = match line {
+                Ok(l) => l,
+                Err(e) => return Some(Err(format!("{input_name}: line {}: {e}", n + 1))),
+            };
+            bar.inc(line.len() as u64 + 1);
+            if line.trim().is_empty() {
+                continue;
+            }
+            return Some(
+                parse_record(&line)
+                    .map(|(t, k, v)| (n, t, k, v))
+                    .map_err(|e| format!("{input_name}: line {}: {e}", n + 1)),
+            );
+        }
+        None
+    };
+    loop {
+        let first = match carry.take() {
+            Some(r) => r,
+            None => match next_record() {
+                None => return Ok(records),
+                Some(r) => r?,
+            },
+        };
+        let (line, name, key, value) = first;
+        if done.contains(&name) {
+            return Err(format!(
+                "{input_name}: line {}: tree {name:?} was loaded by an earlier stretch of the input; --bulk needs each tree's records together",
+                line + 1
+            ));
+        }
+        let tree = db
+            .tree(&name)
+            .map_err(|e| format!("{input_name}: line {}: {e}", line + 1))?;
+        let mut error: Option<String> = None;
+        let mut count = 0u64;
+        let stretch = std::iter::once(Ok((key, value))).chain(std::iter::from_fn(|| {
+            if error.is_some() || carry.is_some() {
+                return None;
+            }
+            match next_record()? {
+                Ok((_, t, k, v)) if t == name => Some(Ok((k, v))),
+                Ok(other) => {
+                    carry = Some(other);
+                    None
+                }
+                Err(e) => {
+                    error = Some(e.clone());
+                    Some(Err(flashtree::Error::InvalidArgument(e)))
+                }
+            }
+        }));
+        let counted = stretch.inspect(|_| count += 1);
+        let result = db.bulk_load_with(tree, counted, &options);
+        if let Some(e) = error {
+            return Err(e);
+        }
+        result.map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
+        records += count;
+        done.push(name);
+    }
 }
 
 /// What `flashtree stats` reports.

@@ -44,7 +44,8 @@ enum Command {
     /// {"tree":…,"key":…,"value":…}. Example: flashtree dump ./store > store.jsonl
     Dump(data::DumpArgs),
     /// Read JSON lines (as `dump` writes them) into a store, creating it and
-    /// its trees as needed, in atomic durable batches. Example: flashtree load ./copy < store.jsonl
+    /// its trees as needed, in atomic durable batches, or with --bulk into
+    /// empty trees built bottom-up. Example: flashtree load ./copy --bulk < store.jsonl
     Load(data::LoadArgs),
     /// Check a store and report its trees, records, pages by kind, leaf fill
     /// and file sizes. Example: flashtree stats ./store --json
@@ -63,6 +64,9 @@ enum BenchCommand {
     Compare(Box<flashtree_bench::compare::CompareArgs>),
     /// Durable commits (Durability::Sync): group commit and latency beside the device's write+fdatasync.
     Commit(flashtree_bench::durable::CommitArgs),
+    /// N records in random order: `Db::bulk_load` against batched inserts,
+    /// then the bulk-loaded store checked (full scan, random lookups).
+    Bulk(flashtree_bench::bulk::BulkArgs),
     /// Recovery after SIGKILL with a large log, beside the device's sequential reads;
     /// with --engines, SIGKILL of a synced workload (puts, ycsb-a, tpcc) on every engine.
     Recover(flashtree_bench::durable::RecoverArgs),
@@ -118,6 +122,7 @@ fn main() {
         Command::Bench(BenchCommand::Lookup(args)) => flashtree_bench::lookup::run(args),
         Command::Bench(BenchCommand::Compare(args)) => flashtree_bench::compare::run(*args),
         Command::Bench(BenchCommand::Commit(args)) => flashtree_bench::durable::run_commit(args),
+        Command::Bench(BenchCommand::Bulk(args)) => flashtree_bench::bulk::run(args),
         Command::Bench(BenchCommand::Recover(args)) => flashtree_bench::durable::run_recover(args),
         Command::Check(args) => check(args),
         Command::Get(args) => data::get(args),

@@ -254,6 +254,82 @@ fn dump_then_load_into_a_new_store_gives_the_same_content() {
 }
 
 #[test]
+fn load_bulk_builds_each_tree_and_refuses_trees_with_records() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    let copy = tmp.path().join("copy");
+    let db = Db::open(&source, store_options()).unwrap();
+    for name in ["a", "b"] {
+        let t = db.tree(name).unwrap();
+        let mut batch = WriteBatch::new();
+        // Keys inserted in an order that is not theirs.
+        for i in 0..20_000u64 {
+            if batch.len() == 200 {
+                db.write(&batch, WriteOptions::default()).unwrap();
+                batch.clear();
+            }
+            let k = i.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+            batch
+                .put(t, &k.to_be_bytes(), format!("v{i}").as_bytes())
+                .unwrap();
+        }
+        db.write(&batch, WriteOptions::default()).unwrap();
+    }
+    db.close().unwrap();
+    let before = contents(&source);
+    let file = tmp.path().join("dump.jsonl");
+    std::fs::write(&file, ok(&flashtree(&["dump", dir_str(&source)]))).unwrap();
+    // Lines shuffled within each tree's stretch: the load sorts them.
+    let text = std::fs::read_to_string(&file).unwrap();
+    let (mut a, mut b): (Vec<&str>, Vec<&str>) =
+        text.lines().partition(|l| l.contains("\"tree\":\"a\""));
+    a.reverse();
+    b.sort_by_key(|l| l.len());
+    let shuffled = tmp.path().join("shuffled.jsonl");
+    std::fs::write(&shuffled, format!("{}\n{}\n", a.join("\n"), b.join("\n"))).unwrap();
+    let f = shuffled.to_str().unwrap();
+    // A tiny sort memory: the records go through the temporary file.
+    ok(&flashtree(&[
+        "load",
+        dir_str(&copy),
+        "--input",
+        f,
+        "--bulk",
+        "--sort-mib",
+        "1",
+        "--pool-mib",
+        "4",
+    ]));
+    assert_eq!(contents(&copy), before);
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(&flashtree(&["stats", dir_str(&copy), "--json"]))).unwrap();
+    assert_eq!(stats["records"], 40_000);
+    assert_eq!(stats["pages_leaked"], 0);
+    assert!(stats["leaf_fill"].as_f64().unwrap() > 0.6, "{stats}");
+    // Loading again: the trees have records.
+    let e = err(&flashtree(&[
+        "load",
+        dir_str(&copy),
+        "--input",
+        f,
+        "--bulk",
+    ]));
+    assert!(e.contains("not empty") && e.contains("\"a\""), "{e}");
+    // A tree's records in two stretches.
+    let split = tmp.path().join("split.jsonl");
+    std::fs::write(&split, format!("{}\n{}\n{}\n", a[0], b[0], a[1])).unwrap();
+    let e = err(&flashtree(&[
+        "load",
+        dir_str(&tmp.path().join("fresh")),
+        "--input",
+        split.to_str().unwrap(),
+        "--bulk",
+    ]));
+    assert!(e.contains("line 3") && e.contains("together"), "{e}");
+    assert_eq!(contents(&copy), before);
+}
+
+#[test]
 fn bad_input_gets_one_line_naming_what_is_wrong() {
     let tmp = tempfile::tempdir().unwrap();
     let store = tmp.path().join("s");

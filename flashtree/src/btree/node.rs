@@ -304,8 +304,25 @@ fn init_page<'a>(
     node
 }
 
+/// Bytes a node takes (the page's header, the node header, fences, slots
+/// and heap; at most `PAGE_SIZE`) with fences of `fence_bytes` bytes
+/// together whose common prefix is `prefix_len` bytes long, and `count`
+/// entries whose whole keys and values take `entry_bytes` bytes with their
+/// slots (`SLOT_BYTES` + key + value each): each key is stored without the
+/// prefix. For a bulk load, which builds nodes whole.
+pub(crate) const fn node_bytes(
+    leaf: bool,
+    fence_bytes: usize,
+    prefix_len: usize,
+    count: usize,
+    entry_bytes: usize,
+) -> usize {
+    NODE_HEADER_END + if leaf { 0 } else { CHILD_BYTES } + fence_bytes + entry_bytes
+        - prefix_len * count
+}
+
 /// Length of the longest common prefix of `a` and `b`.
-fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
+pub(crate) fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
     a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
@@ -313,7 +330,7 @@ fn common_prefix_len(a: &[u8], b: &[u8]) -> usize {
 /// (`left < right`), else `left` itself (then `left <= s < right`): either
 /// way a separator that sends `left` to the left and `right` to the right
 /// side of a node boundary.
-fn shortest_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
+pub(crate) fn shortest_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
     debug_assert!(left < right);
     let common = common_prefix_len(left, right);
     if right.len() > common + 1 {
@@ -1326,6 +1343,24 @@ impl Node {
         }
         let prefix_len = self.prefix_len();
         self.insert_entry_at(slot, &[], &key[prefix_len..], value);
+        Ok(())
+    }
+
+    /// Appends `key -> value` after every entry: a bulk load builds nodes
+    /// in key order (leaves: values; inner nodes: 8-byte child ids). The
+    /// key must sort after the last key and lie within the fences. On
+    /// `NodeFull` the node is unchanged.
+    pub fn append_sorted(&mut self, key: &[u8], value: &[u8]) -> Result<(), NodeFull> {
+        debug_assert!(self.key_within_fences(key), "key outside fences");
+        debug_assert!(
+            self.count() == 0 || self.lower_bound(key) == (self.count(), false),
+            "append out of order"
+        );
+        if !self.has_space_for(key.len(), value.len()) {
+            return Err(NodeFull);
+        }
+        let prefix_len = self.prefix_len();
+        self.push_entry(&[], &key[prefix_len..], value);
         Ok(())
     }
 

@@ -12,10 +12,16 @@
 //! recovery (the group that freed it may never reach the log), so it waits
 //! for the next checkpoint.
 //!
+//! A bulk load *reserves* a range of new ids for the tree it builds. Until
+//! its commit is logged they are in no tree, and a checkpoint lists them
+//! as free (so that a crash before the commit leaves them free); but they
+//! are neither allocatable nor discarded. The commit takes the ids it
+//! used into use and frees the rest; a failed load frees them all.
+//!
 //! # Contract
 //! * Every free id is in exactly one of `kept` (its old bytes still on the
-//!   device), `discarding` (handed to a discard, not allocatable), or
-//!   `discarded`.
+//!   device), `discarding` (handed to a discard, not allocatable),
+//!   `discarded`, or a reserved range.
 //! * [`FreePages::take_for_discard`] hands out only ids that the caller's
 //!   completed checkpoint lists as free and that are still free; the
 //!   caller discards them, then returns them with
@@ -30,6 +36,8 @@ pub(crate) struct FreePages {
     kept: Vec<PageId>,
     discarding: Vec<PageId>,
     discarded: Vec<PageId>,
+    /// Ranges (first, count) reserved by bulk loads in progress.
+    reserved: Vec<(PageId, u64)>,
 }
 
 impl FreePages {
@@ -53,18 +61,45 @@ impl FreePages {
         self.kept.extend_from_slice(pids);
     }
 
-    /// Every free id (for a checkpoint, and for the store's checks).
+    /// Every free id (for a checkpoint, and for the store's checks),
+    /// reserved ones included.
     pub(crate) fn all(&self) -> Vec<PageId> {
         let mut all = Vec::with_capacity(self.len());
         all.extend_from_slice(&self.kept);
         all.extend_from_slice(&self.discarding);
         all.extend_from_slice(&self.discarded);
+        for &(first, count) in &self.reserved {
+            all.extend(first..first + count);
+        }
         all
     }
 
-    /// How many ids are free.
+    /// How many ids are free (reserved ones included).
     pub(crate) fn len(&self) -> usize {
-        self.kept.len() + self.discarding.len() + self.discarded.len()
+        self.kept.len()
+            + self.discarding.len()
+            + self.discarded.len()
+            + self
+                .reserved
+                .iter()
+                .map(|&(_, n)| n as usize)
+                .sum::<usize>()
+    }
+
+    /// Reserves the new ids `first..first + count` for a bulk load.
+    pub(crate) fn reserve(&mut self, first: PageId, count: u64) {
+        self.reserved.push((first, count));
+    }
+
+    /// Ends the reservation of `first..`: its first `used` ids are taken
+    /// into use (a committed load), the rest are free.
+    pub(crate) fn end_reservation(&mut self, first: PageId, used: u64) {
+        let Some(i) = self.reserved.iter().position(|&(f, _)| f == first) else {
+            return; // ended already (a load whose commit was logged)
+        };
+        let (_, count) = self.reserved.swap_remove(i);
+        debug_assert!(used <= count);
+        self.kept.extend(first + used.min(count)..first + count);
     }
 
     /// Moves the kept ids that `free_at_checkpoint` (sorted) lists to
@@ -123,6 +158,24 @@ mod tests {
         let mut popped: Vec<PageId> = std::iter::from_fn(|| free.pop()).collect();
         popped.sort_unstable();
         assert_eq!(popped, vec![3, 4, 9]);
+    }
+
+    #[test]
+    fn reserved_ids_are_free_for_checkpoints_but_not_allocatable_nor_discarded() {
+        let mut free = FreePages::new(vec![2]);
+        free.reserve(10, 4);
+        assert_eq!(free.len(), 5);
+        let mut all = free.all();
+        all.sort_unstable();
+        assert_eq!(all, vec![2, 10, 11, 12, 13]);
+        assert_eq!(free.take_for_discard(&[2, 10, 11, 12, 13]), vec![2]);
+        free.discard_done(true);
+        assert_eq!(free.pop(), Some(2));
+        assert_eq!(free.pop(), None);
+        // A commit that used 3 of the 4 ids frees the last one.
+        free.end_reservation(10, 3);
+        assert_eq!(free.all(), vec![13]);
+        assert_eq!(free.pop(), Some(13));
     }
 
     #[test]

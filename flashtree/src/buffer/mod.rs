@@ -385,6 +385,62 @@ impl BufferManager {
         Ok(())
     }
 
+    /// The free page ids (reserved ones included) and the next page id,
+    /// read together: a checkpoint lists a bulk load's reservation as free
+    /// exactly when its next page id covers it.
+    pub fn allocation_snapshot(&self) -> (Vec<PageId>, PageId) {
+        let free = self.free_pids.lock().unwrap_or_else(|e| e.into_inner());
+        (free.all(), self.next_pid.load(Ordering::Acquire))
+    }
+
+    /// Reserves `count` new consecutive page ids past the end of the store
+    /// for a bulk load (the store grows to hold them, without zero-filling:
+    /// the load writes them) and returns the first. Until
+    /// [`BufferManager::end_reservation`] they are free for checkpoints
+    /// but neither allocatable nor discarded (`buffer::free`).
+    pub fn reserve_pages(&self, count: u64) -> Result<PageId> {
+        let mut free = self.free_pids.lock().unwrap_or_else(|e| e.into_inner());
+        let mut first = self.next_pid.load(Ordering::Acquire);
+        loop {
+            let end = first
+                .checked_add(count)
+                .filter(|&end| end as usize <= self.pages.len())
+                .ok_or_else(|| {
+                    Error::Full(format!(
+                        "{count} pages after page {first} reach max_store_bytes"
+                    ))
+                })?;
+            let need_bytes = end * PAGE_SIZE as u64;
+            if need_bytes > self.storage.capacity_bytes() {
+                self.storage.grow_to_unfilled(need_bytes)?;
+            }
+            match self.next_pid.compare_exchange_weak(
+                first,
+                end,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                Err(now) => first = now,
+            }
+        }
+        for pid in first..first + count {
+            // New ids: nothing logged of them in this open counts.
+            self.set_image_seq(pid, 0);
+        }
+        free.reserve(first, count);
+        Ok(first)
+    }
+
+    /// Ends the reservation at `first`: its first `used` ids are in use
+    /// (the load committed), the rest go to the free list.
+    pub fn end_reservation(&self, first: PageId, used: u64) {
+        self.free_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .end_reservation(first, used);
+    }
+
     /// The freed page ids (for persisting at close).
     pub fn free_page_ids(&self) -> Vec<PageId> {
         self.free_pids

@@ -23,7 +23,8 @@
 use super::{BufferManager, PageId, WorkerBuffer};
 use crate::io::PAGE_SIZE;
 use crate::wal::format::{
-    GroupParts, PageChange, PageRuns, GROUP_FIXED_BYTES, GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
+    GroupParts, PageChange, PageRuns, GROUP_ALLOCATING_EXTRA_BYTES, GROUP_FIXED_BYTES,
+    GROUP_PAGE_BYTES, RECORD_HEADER_BYTES,
 };
 use std::cell::{Cell, RefCell};
 
@@ -31,9 +32,14 @@ use std::cell::{Cell, RefCell};
 /// or a chain of merges): the log room a step needs is reserved up front.
 pub const MAX_STEP_PAGES: usize = 48;
 
+/// Most ranges of page ids a step may take into use ([`step_allocated`]).
+pub const MAX_STEP_RANGES: usize = 4;
+
 /// Log bytes a step may append at most.
 pub const MAX_STEP_RECORD_BYTES: usize = RECORD_HEADER_BYTES
     + GROUP_FIXED_BYTES
+    + GROUP_ALLOCATING_EXTRA_BYTES
+    + 16 * MAX_STEP_RANGES
     + 8
     + 255
     + 8 * MAX_STEP_PAGES
@@ -51,6 +57,7 @@ struct Step {
     held: Vec<Held>,
     freed: Vec<PageId>,
     catalog: Option<(PageId, String)>,
+    allocated: Vec<(PageId, u64)>,
 }
 
 thread_local! {
@@ -64,7 +71,12 @@ pub fn begin_step() {
     assert!(!was_on, "a step began inside a step");
     STEP.with(|s| {
         let s = s.borrow();
-        debug_assert!(s.held.is_empty() && s.freed.is_empty() && s.catalog.is_none());
+        debug_assert!(
+            s.held.is_empty()
+                && s.freed.is_empty()
+                && s.catalog.is_none()
+                && s.allocated.is_empty()
+        );
     });
 }
 
@@ -114,6 +126,15 @@ pub fn step_catalog(root: PageId, name: &str) {
     STEP.with(|s| s.borrow_mut().catalog = Some((root, name.to_string())));
 }
 
+/// Records that the step takes the page ids `ranges` (first, count) into
+/// use without logging their images: a bulk load's pages, durable on the
+/// device before the step (at most [`MAX_STEP_RANGES`] ranges).
+pub fn step_allocated(ranges: &[(PageId, u64)]) {
+    assert!(in_step(), "step_allocated outside a step");
+    assert!(ranges.len() <= MAX_STEP_RANGES, "too many ranges in a step");
+    STEP.with(|s| s.borrow_mut().allocated.extend_from_slice(ranges));
+}
+
 /// Ends the step: logs its changes as one group (if it changed anything),
 /// releases its latches and frees its freed pages. Returns the group's
 /// sequence number. `log` is false when the caller is unwinding from a
@@ -124,7 +145,9 @@ pub fn end_step(wb: &mut WorkerBuffer, log: bool) -> Option<u64> {
     assert!(was_on, "end_step without a step");
     let step = STEP.with(|s| std::mem::take(&mut *s.borrow_mut()));
     let bm = wb.bm.clone();
-    let changed = step.held.iter().any(|h| h.modified) || step.catalog.is_some();
+    let changed = step.held.iter().any(|h| h.modified)
+        || step.catalog.is_some()
+        || !step.allocated.is_empty();
     let mut seq = None;
     if log && (changed || !step.freed.is_empty()) {
         assert!(
@@ -185,6 +208,7 @@ fn log_held(wb: &mut WorkerBuffer, bm: &BufferManager, step: &Step) -> u64 {
             .as_ref()
             .map(|(root, name)| (*root, name.as_str())),
         freed: &step.freed,
+        allocated: &step.allocated,
         pages: &images,
     };
     wb.append_log_group(&parts);

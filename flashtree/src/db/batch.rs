@@ -880,6 +880,7 @@ fn log_leaves(wb: &mut WorkerBuffer, held: &mut [HeldLeaf<'_>]) -> u64 {
         seq,
         catalog: None,
         freed: &[],
+        allocated: &[],
         pages: &changes,
     });
     drop(changes);

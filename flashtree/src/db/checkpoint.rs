@@ -184,14 +184,14 @@ fn finish(wb: &mut WorkerBuffer) -> Result<()> {
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
-    let mut free = bm.free_page_ids();
+    let (mut free, next_pid) = bm.allocation_snapshot();
     free.sort_unstable();
     let mut last = control.last.lock().unwrap_or_else(|e| e.into_inner());
     let last_log_blocks = last.log_blocks;
     let checkpoint = Checkpoint {
         number: last.number + 1,
         seq_start: control.seq_start(),
-        next_pid: bm.next_page_id(),
+        next_pid,
         log_starts: starts.clone(),
         trees,
         free,

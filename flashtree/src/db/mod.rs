@@ -17,6 +17,7 @@
 //! ```
 
 mod batch;
+mod bulk;
 mod checkpoint;
 mod meta;
 mod open;
@@ -25,6 +26,7 @@ mod worker;
 
 pub use crate::wal::{Durability, LogWrites};
 pub use batch::{WriteBatch, MAX_BATCH_ENTRIES};
+pub use bulk::{BulkLoadOptions, BulkLoadStats};
 pub use meta::{MAX_TREES, MAX_TREE_NAME_BYTES};
 pub use open::RecoveryStats;
 pub use reply::Reply;
@@ -260,6 +262,12 @@ pub struct Db {
     closed: AtomicBool,
     notes: Vec<String>,
     state: Mutex<StoreState>,
+    /// The store's temporary space: (storage device, bytes; None: a file
+    /// that grows), for bulk loads.
+    temp: Vec<(usize, Option<u64>)>,
+    /// Held by the bulk load in progress (one at a time: they share the
+    /// temporary space).
+    bulk: Mutex<()>,
     /// The store's data files, locked until the Db is dropped (after
     /// `close` wrote its checkpoint).
     _lock: crate::io::StoreLock,
@@ -356,6 +364,13 @@ impl Db {
                 })
             })
             .collect();
+        // A bulk load cut short by a crash may have left runs in the
+        // temporary file: nothing reads them again.
+        for &(device, bytes) in &opened.temp {
+            if bytes.is_none() && opened.storage.device_len(device)? > 0 {
+                opened.storage.release_temp(device, 0)?;
+            }
+        }
         let (threads, notes) = start_workers(&inner, &options, logs)?;
         Ok(Db {
             inner,
@@ -366,6 +381,8 @@ impl Db {
                 files: opened.files,
                 recovery: opened.recovery,
             }),
+            temp: opened.temp,
+            bulk: Mutex::new(()),
             _lock: opened.lock,
         })
     }
@@ -962,12 +979,12 @@ impl Db {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .clone();
-        let mut free = bm.free_page_ids();
+        let (mut free, next_pid) = bm.allocation_snapshot();
         free.sort_unstable();
         let checkpoint = crate::wal::format::Checkpoint {
             number: last.number + 1,
             seq_start: bm.wal().next_seq(),
-            next_pid: bm.next_page_id(),
+            next_pid,
             log_starts: log_ends,
             trees,
             free,

@@ -89,6 +89,27 @@ impl StoreFiles {
         beside(&self.data[0], &format!(".wal{worker}"))
     }
 
+    /// The temporary file of a store on files (bulk loads sort through it).
+    pub(crate) fn temp_file(&self) -> PathBuf {
+        beside(&self.data[0], ".tmp")
+    }
+
+    /// The temp regions of a store on block devices, as windows (those
+    /// with any bytes).
+    fn temp_windows(&self) -> Vec<Window> {
+        self.layout
+            .iter()
+            .enumerate()
+            .filter(|(_, sb)| sb.regions.temp.bytes > 0)
+            .map(|(d, sb)| Window {
+                device: d,
+                start: sb.regions.temp.start,
+                bytes: sb.regions.temp.bytes,
+                label: PathBuf::from(format!("{} (temp)", self.data[d].display())),
+            })
+            .collect()
+    }
+
     /// The log of `worker` as a window of a device (regions on devices).
     fn log_window(&self, worker: usize) -> Window {
         let sb = &self.layout[0];
@@ -127,6 +148,9 @@ pub(crate) struct Opened {
     /// Blocks per log file.
     pub(crate) log_blocks: u64,
     pub(crate) recovery: RecoveryStats,
+    /// The temporary space: (storage device index, bytes: None for a file
+    /// that grows), in order.
+    pub(crate) temp: Vec<(usize, Option<u64>)>,
 }
 
 /// The newest valid checkpoint of the two slots.
@@ -399,10 +423,20 @@ pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened>
         .iter()
         .map(|sb| sb.regions.data.start)
         .collect();
+    let temp: Vec<(usize, Option<u64>)>;
     if files.on_devices() {
         config.windows = (0..log_count).map(|w| files.log_window(w)).collect();
+        let windows = files.temp_windows();
+        temp = windows
+            .iter()
+            .enumerate()
+            .map(|(k, w)| (paths.len() + log_count + k, Some(w.bytes)))
+            .collect();
+        config.windows.extend(windows);
     } else {
         config.extra_files = (0..log_count).map(|w| files.log_file(w)).collect();
+        config.extra_files.push(files.temp_file());
+        temp = vec![(paths.len() + log_count, None)];
     }
     config.min_capacity_bytes = if checkpoint.is_none() && !files.on_devices() {
         NEW_STORE_BYTES
@@ -469,6 +503,7 @@ pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened>
         first_log_device,
         log_blocks,
         recovery,
+        temp,
     })
 }
 

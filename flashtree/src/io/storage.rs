@@ -359,6 +359,17 @@ impl Storage {
     /// Grows the logical capacity to at least `bytes` by extending (and
     /// preallocating) the files. Block devices cannot grow: an error says so.
     pub fn grow_to(&self, bytes: u64) -> Result<()> {
+        self.grow(bytes, true)
+    }
+
+    /// [`Storage::grow_to`] for space that is about to be written whole in
+    /// large sequential writes (a bulk load): files are preallocated but
+    /// not zero-filled, which would write every byte twice.
+    pub fn grow_to_unfilled(&self, bytes: u64) -> Result<()> {
+        self.grow(bytes, false)
+    }
+
+    fn grow(&self, bytes: u64, zero_fill: bool) -> Result<()> {
         let _guard = self.grow_lock.lock().unwrap_or_else(|e| e.into_inner());
         if bytes <= self.capacity_bytes() {
             return Ok(());
@@ -390,7 +401,9 @@ impl Storage {
             match &device.file {
                 DeviceFile::Os(file) => {
                     fallocate(file, &device.path, len, per_device_bytes - len)?;
-                    write_zeros(file, &device.path, len, per_device_bytes)?;
+                    if zero_fill {
+                        write_zeros(file, &device.path, len, per_device_bytes)?;
+                    }
                 }
                 DeviceFile::Sim(sim, id) => sim.set_len(*id, per_device_bytes).map_err(|e| {
                     if e == libc::ENOSPC {
@@ -468,6 +481,38 @@ impl Storage {
         let bytes = self.discard_range(window.device, start, start + len)?;
         self.log_bytes_discarded.fetch_add(bytes, Ordering::Relaxed);
         Ok(bytes)
+    }
+
+    /// Gives back the temporary space a bulk load used: bytes
+    /// `0..used` of temp device `index` (an extra file, or a window of a
+    /// block device's temp region). A file is cut to length 0 (its blocks
+    /// go back to the file system); a block device's range is discarded
+    /// (`BLKDISCARD`). Returns the bytes given back.
+    pub fn release_temp(&self, index: usize, used: u64) -> Result<u64> {
+        assert!(index >= self.data_count, "release_temp on a data device");
+        if let Some(w) = index.checked_sub(self.devices.len()) {
+            let window = &self.windows[w];
+            let len = used.min(window.bytes);
+            if len == 0 || !self.devices[window.device].is_block_device {
+                return Ok(0);
+            }
+            return self.discard_range(window.device, window.start, window.start + len);
+        }
+        let device = &self.devices[index];
+        let len = device.len()?;
+        match &device.file {
+            DeviceFile::Os(file) => file
+                .set_len(0)
+                .map_err(|e| env_error(&device.path, "truncate", e))?,
+            DeviceFile::Sim(sim, id) => sim.set_len(*id, 0).map_err(|e| {
+                env_error(
+                    &device.path,
+                    "truncate",
+                    std::io::Error::from_raw_os_error(e),
+                )
+            })?,
+        }
+        Ok(len)
     }
 
     /// Bytes of log regions discarded since open.

@@ -67,6 +67,12 @@ pub const RECORD_HEADER_BYTES: usize = 8;
 pub const GROUP_FIXED_BYTES: usize = 24;
 /// Record kind of a group.
 pub const KIND_GROUP: u8 = 1;
+/// Record kind of a group that also takes ranges of page ids into use
+/// (a bulk load's commit): 8 more fixed bytes (range count u32, 0 u32)
+/// and the ranges (first page u64, pages u64) after the freed ids.
+pub const KIND_GROUP_ALLOCATING: u8 = 2;
+/// Bytes a kind-2 group adds to the fixed part.
+pub const GROUP_ALLOCATING_EXTRA_BYTES: usize = 8;
 /// Bytes of a page change's header (page id, form, payload length).
 pub const PAGE_CHANGE_HEADER_BYTES: usize = 16;
 /// Most bytes one page change adds to a group (a full image).
@@ -148,6 +154,11 @@ pub struct GroupParts<'a> {
     pub catalog: Option<(PageId, &'a str)>,
     /// Pages freed by the group.
     pub freed: &'a [PageId],
+    /// Ranges of page ids (first, count) the group takes into use whose
+    /// pages are already durable on the device and not in the group (a
+    /// bulk load's new tree): recovery takes them off the free list.
+    /// Empty for every group but a bulk load's commit (kind 1 then).
+    pub allocated: &'a [(PageId, u64)],
     /// Pages after the group, by page id.
     pub pages: &'a [(PageId, PageChange<'a>)],
 }
@@ -500,6 +511,11 @@ impl GroupParts<'_> {
         GROUP_FIXED_BYTES
             + self.catalog.map_or(0, |(_, name)| 8 + name.len())
             + 8 * self.freed.len()
+            + if self.allocated.is_empty() {
+                0
+            } else {
+                GROUP_ALLOCATING_EXTRA_BYTES + 16 * self.allocated.len()
+            }
             + self
                 .pages
                 .iter()
@@ -522,20 +538,31 @@ impl GroupParts<'_> {
     /// the body.
     #[inline]
     pub fn encode_body(&self, mut put: impl FnMut(&[u8])) {
-        let mut fixed = [0u8; GROUP_FIXED_BYTES];
-        fixed[0] = KIND_GROUP;
+        let mut fixed = [0u8; GROUP_FIXED_BYTES + GROUP_ALLOCATING_EXTRA_BYTES];
+        let fixed_bytes = if self.allocated.is_empty() {
+            fixed[0] = KIND_GROUP;
+            GROUP_FIXED_BYTES
+        } else {
+            fixed[0] = KIND_GROUP_ALLOCATING;
+            fixed[24..28].copy_from_slice(&(self.allocated.len() as u32).to_le_bytes());
+            GROUP_FIXED_BYTES + GROUP_ALLOCATING_EXTRA_BYTES
+        };
         fixed[4..8].copy_from_slice(&(self.pages.len() as u32).to_le_bytes());
         fixed[8..16].copy_from_slice(&self.seq.to_le_bytes());
         fixed[16..20].copy_from_slice(&(self.freed.len() as u32).to_le_bytes());
         let catalog_bytes = self.catalog.map_or(0, |(_, name)| 8 + name.len());
         fixed[20..24].copy_from_slice(&(catalog_bytes as u32).to_le_bytes());
-        put(&fixed);
+        put(&fixed[..fixed_bytes]);
         if let Some((root, name)) = self.catalog {
             put(&root.to_le_bytes());
             put(name.as_bytes());
         }
         for pid in self.freed {
             put(&pid.to_le_bytes());
+        }
+        for &(first, count) in self.allocated {
+            put(&first.to_le_bytes());
+            put(&count.to_le_bytes());
         }
         for (pid, change) in self.pages {
             let mut h = [0u8; PAGE_CHANGE_HEADER_BYTES];
@@ -592,6 +619,8 @@ pub struct Group<'a> {
     pub catalog: Option<(PageId, String)>,
     /// Freed page ids.
     pub freed: Vec<PageId>,
+    /// Ranges of page ids (first, count) taken into use without images.
+    pub allocated: Vec<(PageId, u64)>,
     /// Page ids and where their changes lie in the body.
     pub pages: Vec<(PageId, PageForm)>,
     /// The body.
@@ -630,20 +659,31 @@ pub fn decode_group(body: &[u8], crc: u32) -> Result<Group<'_>> {
 /// Decodes a record body whose CRC [`decode_group`] already checked.
 pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
     let bad = |what: &str| Error::Corrupt(format!("log record: {what}"));
-    if body.len() < GROUP_FIXED_BYTES || body[0] != KIND_GROUP {
-        return Err(bad("unknown kind"));
-    }
+    let (fixed_bytes, range_count) = match body.first() {
+        Some(&KIND_GROUP) if body.len() >= GROUP_FIXED_BYTES => (GROUP_FIXED_BYTES, 0),
+        Some(&KIND_GROUP_ALLOCATING)
+            if body.len() >= GROUP_FIXED_BYTES + GROUP_ALLOCATING_EXTRA_BYTES =>
+        {
+            let n = u32_at(body, 24) as usize;
+            if n == 0 {
+                return Err(bad("an allocating group without ranges"));
+            }
+            (GROUP_FIXED_BYTES + GROUP_ALLOCATING_EXTRA_BYTES, n)
+        }
+        _ => return Err(bad("unknown kind")),
+    };
     let page_count = u32_at(body, 4) as usize;
     let seq = u64_at(body, 8);
     let freed_count = u32_at(body, 16) as usize;
     let catalog_bytes = u32_at(body, 20) as usize;
-    let fixed_end = GROUP_FIXED_BYTES
+    let fixed_end = fixed_bytes
         .checked_add(catalog_bytes)
-        .and_then(|n| n.checked_add(freed_count.checked_mul(8)?));
+        .and_then(|n| n.checked_add(freed_count.checked_mul(8)?))
+        .and_then(|n| n.checked_add(range_count.checked_mul(16)?));
     if fixed_end.is_none_or(|n| n > body.len()) || (catalog_bytes != 0 && catalog_bytes < 9) {
         return Err(bad("lengths disagree"));
     }
-    let mut at = GROUP_FIXED_BYTES;
+    let mut at = fixed_bytes;
     let catalog = if catalog_bytes > 0 {
         let root = u64_at(body, at);
         let name = std::str::from_utf8(&body[at + 8..at + catalog_bytes])
@@ -656,6 +696,16 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
     };
     let freed = (0..freed_count).map(|i| u64_at(body, at + 8 * i)).collect();
     at += 8 * freed_count;
+    let allocated: Vec<(PageId, u64)> = (0..range_count)
+        .map(|i| (u64_at(body, at + 16 * i), u64_at(body, at + 16 * i + 8)))
+        .collect();
+    if allocated
+        .iter()
+        .any(|&(first, count)| count == 0 || first.checked_add(count).is_none())
+    {
+        return Err(bad("bad allocated range"));
+    }
+    at += 16 * range_count;
     if page_count > (body.len() - at) / PAGE_CHANGE_HEADER_BYTES {
         return Err(bad("lengths disagree"));
     }
@@ -697,6 +747,7 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
         seq,
         catalog,
         freed,
+        allocated,
         pages,
         body,
     })
@@ -1014,6 +1065,7 @@ mod tests {
             seq: 77,
             catalog: Some((5, "users")),
             freed: &[11, 12],
+            allocated: &[],
             pages: &pages,
         };
         let mut bytes = Vec::new();
@@ -1054,6 +1106,42 @@ mod tests {
     }
 
     #[test]
+    fn an_allocating_group_round_trips_its_ranges() {
+        let image = Box::new([3u8; PAGE_SIZE]);
+        let pages = [(7u64, PageChange::Full(&image))];
+        let parts = GroupParts {
+            seq: 12,
+            catalog: None,
+            freed: &[4],
+            allocated: &[(100, 50), (300, 2)],
+            pages: &pages,
+        };
+        let mut bytes = Vec::new();
+        parts.encode_into(&mut bytes);
+        assert_eq!(bytes.len(), parts.record_bytes());
+        let len = u32_at(&bytes, 0) as usize;
+        let crc = u32_at(&bytes, 4);
+        let body = &bytes[8..8 + len];
+        assert_eq!(body[0], KIND_GROUP_ALLOCATING);
+        let group = decode_group(body, crc).unwrap();
+        assert_eq!(group.seq, 12);
+        assert_eq!(group.freed, vec![4]);
+        assert_eq!(group.allocated, vec![(100, 50), (300, 2)]);
+        assert_eq!(
+            group.pages,
+            vec![(7, PageForm::Full(group.pages[0].1.offset()))]
+        );
+        // A range count that runs past the body, or an empty range, is refused.
+        let mut bad = body.to_vec();
+        bad[24] = 200;
+        assert!(decode_checked_group(&bad).is_err());
+        let mut empty = body.to_vec();
+        let ranges_at = GROUP_FIXED_BYTES + GROUP_ALLOCATING_EXTRA_BYTES + 8;
+        empty[ranges_at + 8..ranges_at + 16].fill(0);
+        assert!(decode_checked_group(&empty).is_err());
+    }
+
+    #[test]
     fn fresh_images_rebuild_half_empty_pages_from_zeros() {
         // A node after a split: header and slots at the front, records at
         // the back, zeros between.
@@ -1071,6 +1159,7 @@ mod tests {
             seq: 3,
             catalog: None,
             freed: &[],
+            allocated: &[],
             pages: &pages,
         };
         let mut bytes = Vec::new();

@@ -327,6 +327,18 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
         ..Replay::default()
     };
     let mut free: HashSet<PageId> = checkpoint.free.iter().copied().collect();
+    // Page ids at or above the checkpoint's next page id that an applied
+    // group names (each is taken into use with its image, freed, or in a
+    // taken range): the others were allocated after the checkpoint by a
+    // step whose group was lost, or reserved by a bulk load that never
+    // committed, and are free.
+    let mut named: HashSet<PageId> = HashSet::new();
+    let mut taken: Vec<(PageId, u64)> = Vec::new();
+    let mut note_named = |pid: PageId| {
+        if pid >= checkpoint.next_pid {
+            named.insert(pid);
+        }
+    };
     for (seq, found) in ordered {
         if seq >= cut {
             replay.groups_dropped += 1;
@@ -340,15 +352,25 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
                 replay.trees.push((name, root));
             }
             replay.next_pid = replay.next_pid.max(root + 1);
+            note_named(root);
         }
         for &pid in &group.freed {
             free.insert(pid);
             replay.next_pid = replay.next_pid.max(pid + 1);
+            note_named(pid);
+        }
+        for &(first, count) in &group.allocated {
+            for pid in first..first + count {
+                free.remove(&pid);
+            }
+            replay.next_pid = replay.next_pid.max(first + count);
+            taken.push((first, count));
         }
         let body_index = replay.bodies.len();
         for &(pid, form) in &group.pages {
             free.remove(&pid);
             replay.next_pid = replay.next_pid.max(pid + 1);
+            note_named(pid);
             match form {
                 PageForm::Full(offset) => {
                     let page = replay.images.entry(pid).or_insert(PageReplay {
@@ -380,8 +402,95 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
         drop(group);
         replay.bodies.push(found.body);
     }
+    taken.sort_unstable();
+    for pid in checkpoint.next_pid..replay.next_pid {
+        let in_taken = match taken.partition_point(|&(first, _)| first <= pid) {
+            0 => false,
+            i => pid < taken[i - 1].0 + taken[i - 1].1,
+        };
+        if !in_taken && !named.contains(&pid) {
+            free.insert(pid);
+        }
+    }
     let mut free: Vec<PageId> = free.into_iter().collect();
     free.sort_unstable();
     replay.free = free;
     Ok(replay)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wal::format::{GroupParts, PageChange};
+
+    fn found(seq: u64, parts: &GroupParts<'_>) -> FoundGroup {
+        let mut bytes = Vec::new();
+        parts.encode_into(&mut bytes);
+        FoundGroup {
+            log: 0,
+            body: bytes[RECORD_HEADER_BYTES..].to_vec(),
+            seq,
+        }
+    }
+
+    fn checkpoint(next_pid: PageId, free: Vec<PageId>) -> Checkpoint {
+        Checkpoint {
+            number: 1,
+            store_id: 1,
+            log_epoch: 1,
+            seq_start: 1,
+            next_pid,
+            log_starts: vec![0],
+            log_blocks: 16,
+            trees: Vec::new(),
+            free,
+            flags: 0,
+        }
+    }
+
+    #[test]
+    fn ids_past_the_checkpoint_that_no_group_names_are_free() {
+        // Pages 10..20 were reserved (a bulk load that never committed) or
+        // allocated by a lost step; a later group allocated page 20.
+        let image = Box::new([1u8; PAGE_SIZE]);
+        let pages = [(20u64, PageChange::Full(&image))];
+        let parts = GroupParts {
+            seq: 1,
+            catalog: None,
+            freed: &[12],
+            allocated: &[],
+            pages: &pages,
+        };
+        let replay = replay(&checkpoint(10, vec![3]), vec![found(1, &parts)], 0).unwrap();
+        assert_eq!(replay.next_pid, 21);
+        let mut want: Vec<PageId> = vec![3];
+        want.extend(10..20);
+        assert_eq!(replay.free, want);
+    }
+
+    #[test]
+    fn an_allocating_group_takes_its_range_off_the_free_list() {
+        // A checkpoint taken during a bulk load lists its reserved pages
+        // 10..30 as free; the load's commit used 10..25.
+        let image = Box::new([1u8; PAGE_SIZE]);
+        let pages = [(2u64, PageChange::Full(&image))];
+        let parts = GroupParts {
+            seq: 1,
+            catalog: None,
+            freed: &[],
+            allocated: &[(10, 15)],
+            pages: &pages,
+        };
+        let free: Vec<PageId> = (10..30).collect();
+        let replay = replay(&checkpoint(30, free), vec![found(1, &parts)], 0).unwrap();
+        assert_eq!(replay.free, (25..30).collect::<Vec<_>>());
+        // Past the checkpoint's end: the range is named, the rest is free.
+        let replay = replay_past(&parts);
+        assert_eq!(replay.next_pid, 25);
+        assert_eq!(replay.free, Vec::<PageId>::new());
+    }
+
+    fn replay_past(parts: &GroupParts<'_>) -> Replay {
+        replay(&checkpoint(10, Vec::new()), vec![found(1, parts)], 0).unwrap()
+    }
 }

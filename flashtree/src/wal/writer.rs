@@ -662,6 +662,7 @@ mod tests {
             seq,
             catalog: None,
             freed: &[],
+            allocated: &[],
             pages: &[],
         });
         log.maybe_flush(channel, wal, false);
@@ -696,6 +697,7 @@ mod tests {
                 seq,
                 catalog: (i % 4 == 1).then_some((9, name.as_str())),
                 freed: &[3, 4][..i % 3],
+                allocated: &[],
                 pages: &pages,
             };
             parts.encode_into(&mut expected);
