@@ -3,7 +3,7 @@
 //! devices are created, refused when they hold something else, refused in
 //! the wrong order or from another store, and reopened.
 
-use flashtree::db::{Db, Options};
+use flashtree::db::{BulkLoadOptions, Db, Options, ScanDirection};
 use flashtree::io::layout::HEAD_BYTES;
 use flashtree::Error;
 use std::os::unix::fs::FileExt;
@@ -312,5 +312,91 @@ fn log_blocks_before_a_checkpoint_go_back_to_the_device() {
             Some(vec![i as u8; 300])
         );
     }
+    db.close().unwrap();
+}
+
+/// Keys 0..n as 4-byte big-endian numbers in a scrambled order (7919 is
+/// prime to every n used here), each with a value made from its number.
+fn scrambled_records(n: u32) -> Vec<(Vec<u8>, Vec<u8>)> {
+    (0..n)
+        .map(|i| {
+            let k = (u64::from(i) * 7919 % u64::from(n)) as u32;
+            (k.to_be_bytes().to_vec(), vec![(k % 251) as u8; 80])
+        })
+        .collect()
+}
+
+#[test]
+fn a_bulk_load_sorts_through_the_temp_regions_of_two_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let Some(devices) = two_devices(dir.path()) else {
+        return;
+    };
+    let paths = paths(&devices);
+    let sort = BulkLoadOptions {
+        sort_memory_bytes: Some(128 << 10),
+        ..BulkLoadOptions::default()
+    };
+    let db = Db::open_devices(&paths, options(true)).unwrap();
+    let discarded_before: Vec<Option<u64>> = paths
+        .iter()
+        .map(|p| discarded_sectors(p.as_path()))
+        .collect();
+    // 6,007 records of 84 bytes (about 0.5 MB) through 128 KiB of sort
+    // memory: runs in the temp regions (1 MiB of each 32 MiB device),
+    // then a merge.
+    let n = 6_007u32;
+    let t = db.tree("t").unwrap();
+    let stats = db
+        .bulk_load_with(t, scrambled_records(n).into_iter().map(Ok), &sort)
+        .unwrap();
+    assert_eq!(stats.records, u64::from(n), "{stats:?}");
+    assert!(stats.runs > 1 && stats.temp_bytes_written > 0, "{stats:?}");
+    // The temp blocks went back to the devices (where the kernel counts;
+    // this load's runs fit the first device's region).
+    let discarded_after: Vec<Option<u64>> = paths
+        .iter()
+        .map(|p| discarded_sectors(p.as_path()))
+        .collect();
+    if discarded_before
+        .iter()
+        .chain(&discarded_after)
+        .all(Option::is_some)
+    {
+        let sum = |v: &[Option<u64>]| v.iter().flatten().sum::<u64>();
+        assert!(
+            sum(&discarded_after) > sum(&discarded_before),
+            "no temp block discarded after the load"
+        );
+    }
+    // A load too large for the temp regions: Error::Full, the tree
+    // untouched, the store usable.
+    let u = db.tree("u").unwrap();
+    match db.bulk_load_with(u, scrambled_records(60_000).into_iter().map(Ok), &sort) {
+        Err(Error::Full(msg)) => assert!(msg.contains("temporary space"), "{msg}"),
+        other => panic!("expected Error::Full, got {other:?}"),
+    }
+    assert_eq!(db.range(u, None, ScanDirection::Forward).count(), 0);
+    db.put(u, b"after", b"the failed load").unwrap();
+    db.close().unwrap();
+    let db = Db::open_devices(&paths, options(false)).unwrap();
+    let t = db.tree("t").unwrap();
+    for (key, value) in scrambled_records(n) {
+        assert_eq!(db.get(t, &key).unwrap(), Some(value), "key {key:?}");
+    }
+    let scanned: Vec<Vec<u8>> = db
+        .range(t, None, ScanDirection::Forward)
+        .map(|r| r.unwrap().0)
+        .collect();
+    assert!(scanned
+        .iter()
+        .map(|k| u32::from_be_bytes(k[..4].try_into().unwrap()))
+        .eq(0..n));
+    let u = db.tree("u").unwrap();
+    assert_eq!(
+        db.get(u, b"after").unwrap(),
+        Some(b"the failed load".to_vec())
+    );
+    assert_eq!(db.check().unwrap().pages_leaked, 0);
     db.close().unwrap();
 }
