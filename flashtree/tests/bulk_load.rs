@@ -9,15 +9,17 @@
 //! every one: `FLASHTREE_BULK_ALL=1 cargo test --release -p flashtree
 //! --test bulk_load -- --nocapture` (one: `FLASHTREE_BULK_INDEX=N`).
 
-use flashtree::db::{BulkLoadOptions, Db, Options, ScanDirection, Tree, WriteOptions};
+use flashtree::db::{BulkLoadOptions, Db, ScanDirection, Tree, WriteOptions};
 use flashtree::io::sim::{FaultKind, SimConfig, SimDisk};
-use flashtree::io::Vfs;
 use flashtree::Error;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
+
+mod common;
+use common::sim_options;
 
 type Records = Vec<(Vec<u8>, Vec<u8>)>;
 
@@ -41,19 +43,6 @@ fn records(n: usize, seed: u64) -> Records {
 /// What a tree holds after loading `records` (later records win).
 fn model(records: &Records) -> BTreeMap<Vec<u8>, Vec<u8>> {
     records.iter().cloned().collect()
-}
-
-fn sim_options(disk: &Arc<SimDisk>, pool_pages: u64, create: bool) -> Options {
-    Options {
-        pool_bytes: pool_pages * 4096,
-        workers: 1,
-        wal_bytes_per_worker: 1 << 20,
-        wal_buffer_bytes: 1 << 20,
-        checkpoint_log_bytes: 64 << 10,
-        create_if_missing: create,
-        vfs: Vfs::Sim(disk.clone()),
-        ..Options::default()
-    }
 }
 
 /// Every key of `expected` and some absent ones read back right, and a

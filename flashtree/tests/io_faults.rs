@@ -16,7 +16,6 @@ mod common;
 use common::{apply, contents, Batch, Model};
 use flashtree::db::{Db, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
 use flashtree::io::sim::{FaultKind, SimConfig, SimDisk};
-use flashtree::io::Vfs;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -33,16 +32,7 @@ const SEED: u64 = 0xF417;
 const KEYS: u32 = 600;
 
 fn options(disk: &Arc<SimDisk>, create: bool) -> Options {
-    Options {
-        pool_bytes: 40 * 4096,
-        workers: 1,
-        wal_bytes_per_worker: 1 << 20,
-        wal_buffer_bytes: 1 << 20,
-        checkpoint_log_bytes: 64 << 10,
-        create_if_missing: create,
-        vfs: Vfs::Sim(disk.clone()),
-        ..Options::default()
-    }
+    common::sim_options(disk, 40, create)
 }
 
 /// The workload's batches: the same for every run.

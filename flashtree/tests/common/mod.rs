@@ -3,8 +3,27 @@
 // Each test binary uses its own part of this module.
 #![allow(dead_code)]
 
-use flashtree::db::{Db, ScanDirection, Tree};
+use flashtree::db::{Db, Options, ScanDirection, Tree};
+use flashtree::io::sim::SimDisk;
+use flashtree::io::Vfs;
 use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// A store on the simulated `disk` with a pool of `pool_pages` pages, a
+/// 1 MiB log and a checkpoint every 64 KiB of log: eviction, log
+/// wrap-around and checkpoints all happen within a few hundred batches.
+pub fn sim_options(disk: &Arc<SimDisk>, pool_pages: u64, create: bool) -> Options {
+    Options {
+        pool_bytes: pool_pages * 4096,
+        workers: 1,
+        wal_bytes_per_worker: 1 << 20,
+        wal_buffer_bytes: 1 << 20,
+        checkpoint_log_bytes: 64 << 10,
+        create_if_missing: create,
+        vfs: Vfs::Sim(disk.clone()),
+        ..Options::default()
+    }
+}
 
 /// Per tree, key → value.
 pub type Model = Vec<BTreeMap<Vec<u8>, Vec<u8>>>;
