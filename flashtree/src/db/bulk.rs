@@ -725,7 +725,12 @@ fn build_and_commit(
         return Ok(());
     };
     // The new pages are durable before the step that makes them reachable.
-    super::open::sync_data(&storage)?;
+    // A failed sync may have lost other writes too: the store stops (fail
+    // stop, as for the log), and a reopen recovers from disk.
+    if let Err(e) = super::open::sync_data(&storage) {
+        bm.wal().fail(format!("bulk load: data sync failed: {e}"));
+        return Err(e);
+    }
     let logged = db.inner.logged;
     let root = tree.root;
     let image = Arc::new(root_image);
