@@ -255,6 +255,9 @@ pub struct BufferManager {
     /// all workers, without a shared update per read.
     heat_ticks: AtomicU64,
     next_pid: AtomicU64,
+    /// The checkpoint slots have room for a checkpoint of a store of this
+    /// many pages ([`BufferManager::reserve_checkpoint_room`]).
+    checkpoint_room_pages: AtomicU64,
     free_pids: Mutex<free::FreePages>,
     /// Pages handed to the devices as discarded ([`BufferManager::discard_free_pages`]).
     pages_discarded: AtomicU64,
@@ -340,6 +343,7 @@ impl BufferManager {
             dirty_spare_rounds: config.dirty_spare_rounds,
             hot_spare_rounds: config.hot_spare_rounds,
             next_pid: AtomicU64::new(0),
+            checkpoint_room_pages: AtomicU64::new(0),
             free_pids: Mutex::new(free::FreePages::default()),
             pages_discarded: AtomicU64::new(0),
             discard_works: std::sync::atomic::AtomicBool::new(true),
@@ -414,6 +418,7 @@ impl BufferManager {
             if need_bytes > self.storage.capacity_bytes() {
                 self.storage.grow_to_unfilled(need_bytes)?;
             }
+            self.reserve_checkpoint_room(end)?;
             match self.next_pid.compare_exchange_weak(
                 first,
                 end,
@@ -682,6 +687,7 @@ impl BufferManager {
                     .grow_to(need_bytes.max(have_bytes + STORE_GROW_STEP_BYTES))
                     .or_else(|e| self.storage.grow_to(need_bytes).map_err(|_| e))?;
             }
+            self.reserve_checkpoint_room(pid + 1)?;
             match self.next_pid.compare_exchange_weak(
                 pid,
                 pid + 1,
@@ -692,6 +698,39 @@ impl BufferManager {
                 Err(now) => pid = now,
             }
         }
+    }
+
+    /// Makes the checkpoint slots hold a checkpoint of a store of `pages`
+    /// pages (its free list may list every one) before a page id reaches
+    /// past what they hold: a checkpoint then never needs space from the
+    /// file system, and a full one fails the allocation with `Error::Full`,
+    /// not a checkpoint (which would stop the store, and its reopen). Slots
+    /// grow with the store's capacity, a step at a time.
+    fn reserve_checkpoint_room(&self, pages: PageId) -> Result<()> {
+        if pages <= self.checkpoint_room_pages.load(Ordering::Acquire) {
+            return Ok(());
+        }
+        let slots = self
+            .wal
+            .checkpoints
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        let Some(place) = slots.as_ref() else {
+            return Ok(());
+        };
+        let step_pages = STORE_GROW_STEP_BYTES / PAGE_SIZE as u64;
+        let target = pages
+            .max(self.storage.capacity_bytes() / PAGE_SIZE as u64)
+            .next_multiple_of(step_pages);
+        let logs = self.partitions.len() as u32;
+        place.reserve(
+            &self.storage,
+            crate::io::layout::checkpoint_bytes_most(target, logs),
+        )?;
+        self.checkpoint_room_pages
+            .fetch_max(target, Ordering::AcqRel);
+        Ok(())
     }
 
     /// A page write failed: recorded, and the store fails (a failed write

@@ -491,6 +491,20 @@ pub(crate) fn open_store(paths: &[PathBuf], options: &Options) -> Result<Opened>
         next.log_blocks = 0;
         next.flags = FLAG_UNLOGGED_OPEN;
     }
+    // The slots get room for a checkpoint of every page the store holds
+    // (the buffer manager grows it with the store). On a full file system
+    // this open goes on with the room they have, which the checkpoint
+    // below needs more of only if the free list grew past it.
+    let pages = next
+        .next_pid
+        .max(storage.capacity_bytes() / PAGE_SIZE as u64);
+    match files.slots.reserve(
+        &storage,
+        layout::checkpoint_bytes_most(pages, options.workers as u32),
+    ) {
+        Ok(()) | Err(Error::Full(_)) => {}
+        Err(e) => return Err(e),
+    }
     write_checkpoint(&storage, &files.slots, &next)?;
     if recovery.groups > 0 || recovery.groups_dropped > 0 {
         recovery.micros = started.elapsed().as_micros() as u64;

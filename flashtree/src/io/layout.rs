@@ -277,13 +277,32 @@ impl SlotPlace {
     /// start says (the first 4096 bytes when that field is out of range,
     /// which no valid checkpoint has).
     pub fn read(&self, storage: &Storage, k: usize) -> Result<Option<Vec<u8>>> {
+        let length_field = |head: &[u8]| -> u64 {
+            head.get(12..16).map_or(0, |b| {
+                u64::from(u32::from_le_bytes(b.try_into().expect("4 bytes")))
+            })
+        };
         match self {
-            SlotPlace::Files(paths) => storage.vfs().read_all(&paths[k]),
+            // A slot file is reserved beyond its checkpoint (`reserve`):
+            // only the checkpoint's own bytes are read.
+            SlotPlace::Files(paths) => {
+                let vfs = storage.vfs();
+                let Some(head) = vfs.read_at(&paths[k], 0, PAGE_SIZE)? else {
+                    return Ok(None);
+                };
+                let len = length_field(&head);
+                // A length past the file's end is damage that decoding the
+                // head reports.
+                if len <= PAGE_SIZE as u64 || len > vfs.len(&paths[k])?.unwrap_or(0) {
+                    return Ok(Some(head));
+                }
+                vfs.read_at(&paths[k], 0, len as usize)
+            }
             SlotPlace::Region { start, bytes } => {
                 let at = start + k as u64 * bytes;
                 let mut buf = AlignedBuf::new(PAGE_SIZE);
                 storage.read_at(0, at, &mut buf)?;
-                let len = u32::from_le_bytes(buf[12..16].try_into().expect("4 bytes")) as u64;
+                let len = length_field(&buf);
                 if len <= PAGE_SIZE as u64 || len > *bytes {
                     return Ok(Some(buf.to_vec()));
                 }
@@ -291,6 +310,22 @@ impl SlotPlace {
                 storage.read_at(0, at, &mut all)?;
                 Ok(Some(all[..len as usize].to_vec()))
             }
+        }
+    }
+
+    /// Makes both slots hold checkpoints of up to `bytes` bytes without
+    /// asking the file system for space: slot files get their blocks
+    /// allocated now (`Error::Full` when there is no room); regions were
+    /// sized for the whole device when the store was created.
+    pub fn reserve(&self, storage: &Storage, bytes: u64) -> Result<()> {
+        match self {
+            SlotPlace::Files(paths) => {
+                for path in paths {
+                    storage.vfs().allocate(path, bytes)?;
+                }
+                Ok(())
+            }
+            SlotPlace::Region { .. } => Ok(()),
         }
     }
 
@@ -411,6 +446,16 @@ pub const CHECKPOINT_FIXED_BYTES: u64 = 64 * 1024;
 /// store on block devices (names and roots: about 3,800 trees with names
 /// of 60 bytes).
 pub const MAX_CATALOG_BYTES: u64 = 256 * 1024;
+/// The most bytes a checkpoint of a store of `pages` data pages and
+/// `log_count` logs takes, rounded up to a page: it lists every free page
+/// id, at most every page. A checkpoint slot this large never needs more
+/// space (see [`SlotPlace::reserve`]).
+pub fn checkpoint_bytes_most(pages: u64, log_count: u32) -> u64 {
+    round_up(
+        CHECKPOINT_FIXED_BYTES + MAX_CATALOG_BYTES + 8 * pages + 8 * u64::from(log_count),
+        PAGE_SIZE as u64,
+    )
+}
 /// Data regions start at a multiple of this (1 MiB, a common erase-block
 /// and RAID alignment).
 pub const DATA_ALIGN_BYTES: u64 = 1 << 20;
@@ -436,15 +481,8 @@ pub fn plan_devices(
     let page = PAGE_SIZE as u64;
     let n = device_bytes.len() as u32;
     assert!(n > 0, "at least one device");
-    // A checkpoint lists every free page id: at most every data page.
     let total_pages: u64 = device_bytes.iter().map(|b| b / page).sum();
-    let slot_bytes = round_up(
-        CHECKPOINT_FIXED_BYTES
-            + MAX_CATALOG_BYTES
-            + 8 * total_pages
-            + 8 * u64::from(plan.log_count),
-        page,
-    );
+    let slot_bytes = checkpoint_bytes_most(total_pages, plan.log_count);
     let temp_each = round_up(plan.temp_bytes / u64::from(n), page);
     let mut out = Vec::with_capacity(n as usize);
     for (i, &bytes) in device_bytes.iter().enumerate() {

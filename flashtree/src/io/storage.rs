@@ -1078,7 +1078,9 @@ fn write_zeros(file: &File, path: &Path, start: u64, end: u64) -> Result<()> {
     Ok(())
 }
 
-fn fallocate(file: &File, path: &Path, offset: u64, len: u64) -> Result<()> {
+/// Allocates `[offset, offset + len)` of `file` (the file grows to its end):
+/// `Error::Full` when the file system has no room.
+pub(crate) fn fallocate(file: &File, path: &Path, offset: u64, len: u64) -> Result<()> {
     // SAFETY: plain syscall on an open descriptor; no memory is passed.
     let rc = unsafe { libc::fallocate(file.as_raw_fd(), 0, offset as i64, len as i64) };
     if rc == 0 {

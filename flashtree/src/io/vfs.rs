@@ -97,6 +97,92 @@ impl Vfs {
         }
     }
 
+    /// Up to `len` bytes of the file at `path` from `offset` (fewer at its
+    /// end); None when the file is missing.
+    pub fn read_at(&self, path: &Path, offset: u64, len: usize) -> Result<Option<Vec<u8>>> {
+        match self {
+            Vfs::Os => {
+                use std::os::unix::fs::FileExt;
+                let file = match std::fs::File::open(path) {
+                    Ok(file) => file,
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+                    Err(e) => {
+                        return Err(Error::Unsupported(format!("open {}: {e}", path.display())))
+                    }
+                };
+                let mut bytes = vec![0u8; len];
+                let mut done = 0;
+                while done < len {
+                    match file.read_at(&mut bytes[done..], offset + done as u64) {
+                        Ok(0) => break,
+                        Ok(n) => done += n,
+                        Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                        Err(e) => {
+                            return Err(Error::Unsupported(format!("read {}: {e}", path.display())))
+                        }
+                    }
+                }
+                bytes.truncate(done);
+                Ok(Some(bytes))
+            }
+            Vfs::Sim(sim) => {
+                if !sim.exists(path) {
+                    return Ok(None);
+                }
+                let id = sim
+                    .open(path, false)
+                    .map_err(|e| sim_error(path, "open", e))?;
+                let mut bytes = vec![0u8; len];
+                let n = sim
+                    .read(id, offset, &mut bytes)
+                    .map_err(|e| sim_error(path, "read", e))?;
+                bytes.truncate(n);
+                Ok(Some(bytes))
+            }
+        }
+    }
+
+    /// Makes the file at `path` (created when missing) at least `bytes`
+    /// long, with its blocks allocated, so that later writes below `bytes`
+    /// need no space from the file system. `Error::Full` when it has none.
+    pub fn allocate(&self, path: &Path, bytes: u64) -> Result<()> {
+        match self {
+            Vfs::Os => {
+                let file = std::fs::OpenOptions::new()
+                    .write(true)
+                    .create(true)
+                    .truncate(false)
+                    .open(path)
+                    .map_err(|e| Error::Unsupported(format!("open {}: {e}", path.display())))?;
+                let len = file
+                    .metadata()
+                    .map_err(|e| Error::Unsupported(format!("stat {}: {e}", path.display())))?
+                    .len();
+                // Allocated over the whole range: a file another version
+                // extended with holes gets its blocks too.
+                super::storage::fallocate(&file, path, 0, bytes.max(len))
+            }
+            Vfs::Sim(sim) => {
+                let id = sim
+                    .open(path, true)
+                    .map_err(|e| sim_error(path, "open", e))?;
+                if sim.len(id) >= bytes {
+                    return Ok(());
+                }
+                sim.set_len(id, bytes).map_err(|e| {
+                    if e == libc::ENOSPC {
+                        Error::Full(format!(
+                            "no space left to grow {} to {bytes} bytes",
+                            path.display()
+                        ))
+                    } else {
+                        sim_error(path, "extend", e)
+                    }
+                })
+            }
+        }
+    }
+
     /// Writes `bytes` at the start of the file at `path` (created when
     /// missing) and syncs it. An error is final for the caller's purpose:
     /// what the file holds afterwards is unknown.
