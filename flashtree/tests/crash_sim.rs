@@ -79,10 +79,7 @@ fn trees(db: &Db) -> flashtree::Result<Vec<Tree>> {
 /// Crashes the disk under a live `db`: from now on the old process can
 /// change nothing; its unsynced writes land at random.
 fn crash(disk: &SimDisk, db: Option<Db>) {
-    disk.fail_all_from(disk.op_count(), FaultKind::Any);
-    disk.crash();
-    drop(db);
-    disk.clear_faults();
+    common::crash_process(disk, db, false);
 }
 
 #[derive(Default)]

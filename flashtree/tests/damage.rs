@@ -97,8 +97,7 @@ fn build_base(crashed: bool) -> Base {
     }
     if crashed {
         // The process dies with every write on the disk: recovery replays.
-        disk.crash_keep_all();
-        std::mem::forget(db);
+        common::crash_process(&disk, Some(db), true);
     } else {
         db.close().unwrap();
     }

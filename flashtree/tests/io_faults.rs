@@ -291,12 +291,8 @@ fn a_creation_cut_short_at_any_operation_is_created_again() {
             let replay = format!("index {index}, crash seed {seed}");
             let disk = SimDisk::new(SimConfig::new(seed));
             disk.fail_op(index, FaultKind::Any);
-            if let Ok(db) = Db::open(path, options(&disk, true)) {
-                std::mem::forget(db);
-            }
-            disk.fail_all_from(disk.op_count(), FaultKind::Any);
-            disk.crash();
-            disk.clear_faults();
+            let db = Db::open(path, options(&disk, true)).ok();
+            common::crash_process(&disk, db, false);
             let db = Db::open(path, options(&disk, true))
                 .unwrap_or_else(|e| panic!("{replay}: opening again: {e}"));
             let t = db.tree("t").unwrap();

@@ -12,6 +12,7 @@ use flashtree::io::Vfs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+mod common;
 #[path = "common/full.rs"]
 mod full;
 
@@ -42,8 +43,7 @@ fn a_full_file_system_refuses_writes_and_the_store_reopens_after_close_or_crash(
             db.delete(t, &i.to_be_bytes()).unwrap();
         }
         if crash {
-            disk.crash();
-            std::mem::forget(db);
+            common::crash_process(&disk, Some(db), false);
         } else {
             db.close().unwrap();
         }
@@ -101,8 +101,7 @@ fn deletes_on_a_full_file_system_free_pages_without_space_for_checkpoints() {
         let free = db.check().unwrap().pages_free;
         assert!(free > 2000, "only {free} pages free");
         if crash {
-            disk.crash();
-            std::mem::forget(db);
+            common::crash_process(&disk, Some(db), false);
         } else {
             db.close().unwrap();
         }

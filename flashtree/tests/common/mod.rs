@@ -4,10 +4,27 @@
 #![allow(dead_code)]
 
 use flashtree::db::{Db, Options, ScanDirection, Tree};
-use flashtree::io::sim::SimDisk;
+use flashtree::io::sim::{FaultKind, SimDisk};
 use flashtree::io::Vfs;
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// The process dies under a live `db`: from now on it can change nothing
+/// on `disk` (every operation fails), the crash resolves its unsynced
+/// writes (every one lands with `keep_all`, else each at random), and its
+/// threads stop before anything opens the store again. A `Db` merely
+/// leaked (`mem::forget`) would go on running after the crash, writing
+/// pages, log and checkpoints into the store the next open recovers.
+pub fn crash_process(disk: &SimDisk, db: Option<Db>, keep_all: bool) {
+    disk.fail_all_from(disk.op_count(), FaultKind::Any);
+    if keep_all {
+        disk.crash_keep_all();
+    } else {
+        disk.crash();
+    }
+    drop(db);
+    disk.clear_faults();
+}
 
 /// A store on the simulated `disk` with a pool of `pool_pages` pages, a
 /// 1 MiB log and a checkpoint every 64 KiB of log: eviction, log
