@@ -43,6 +43,9 @@ struct ThreadStats {
     /// Tasks of that job on this thread that have not finished.
     active_tasks: usize,
     stats: TaskStats,
+    /// The second of the run that the last operation ended in, and when
+    /// it began and ends: an operation ending in it needs no division.
+    second: Option<(u64, Instant, Instant)>,
 }
 
 thread_local! {
@@ -64,17 +67,33 @@ fn thread_stats_enter(job_id: usize) {
                     job_id,
                     active_tasks: 1,
                     stats: TaskStats::new(),
+                    second: None,
                 })
             }
         }
     });
 }
 
-/// Records one operation into this thread's stats.
-fn thread_stats_record(kind: OpKind, latency_ns: u64, second: u64, page_reads: Option<u64>) {
+/// Records one operation, which ended at `done` in a run that started at
+/// `start`, into this thread's stats.
+fn thread_stats_record(
+    kind: OpKind,
+    latency_ns: u64,
+    (start, done): (Instant, Instant),
+    page_reads: Option<u64>,
+) {
     THREAD_STATS.with(|cell| {
         let mut slot = cell.borrow_mut();
         let shared = slot.as_mut().expect("thread_stats_enter ran first");
+        let second = match shared.second {
+            Some((second, from, to)) if from <= done && done < to => second,
+            _ => {
+                let second = done.saturating_duration_since(start).as_secs();
+                let from = start + Duration::from_secs(second);
+                shared.second = Some((second, from, from + Duration::from_secs(1)));
+                second
+            }
+        };
         shared.stats.record(kind, latency_ns, second, page_reads);
     });
 }
@@ -140,6 +159,9 @@ pub struct RunControl {
     stop: AtomicBool,
     start: Instant,
     duration: Duration,
+    /// `start + duration` (None: too far to represent), so that the check
+    /// per operation is a comparison.
+    deadline: Option<Instant>,
     rate_ops_per_sec: Option<f64>,
     progress_ops: AtomicU64,
     /// Key and value bytes committed by loaders ([`RunControl::add_loaded_bytes`]).
@@ -150,10 +172,12 @@ pub struct RunControl {
 impl RunControl {
     /// A control whose clock starts now. `rate_ops_per_sec` = None: closed loop.
     pub fn new(duration: Duration, rate_ops_per_sec: Option<f64>, seed: u64) -> Self {
+        let start = Instant::now();
         RunControl {
             stop: AtomicBool::new(false),
-            start: Instant::now(),
+            start,
             duration,
+            deadline: start.checked_add(duration),
             rate_ops_per_sec,
             progress_ops: AtomicU64::new(0),
             loaded_bytes: AtomicU64::new(0),
@@ -187,7 +211,7 @@ impl RunControl {
         self.start
     }
     fn stopped(&self, now: Instant) -> bool {
-        self.stop.load(Ordering::Relaxed) || now.duration_since(self.start) >= self.duration
+        self.stop.load(Ordering::Relaxed) || self.deadline.is_some_and(|end| now >= end)
     }
 }
 
@@ -372,8 +396,10 @@ impl Job<'_> {
             .map(|rate| rate / task_count.max(1) as f64);
         let mut next_arrival = control.start;
         let mut unreported_ops = 0u64;
+        // The clock is read once per operation: when it ends, which is
+        // also when the next one begins (in a closed loop).
+        let mut now = Instant::now();
         loop {
-            let now = Instant::now();
             if control.stopped(now) {
                 break;
             }
@@ -396,12 +422,8 @@ impl Job<'_> {
                 .page_reads()
                 .zip(reads_before)
                 .map(|(after, before)| after - before);
-            thread_stats_record(
-                kind,
-                latency_ns,
-                done.duration_since(control.start).as_secs(),
-                page_reads,
-            );
+            thread_stats_record(kind, latency_ns, (control.start, done), page_reads);
+            now = done;
             unreported_ops += 1;
             if unreported_ops == PROGRESS_BATCH_OPS {
                 control.add_progress(unreported_ops);

@@ -101,23 +101,29 @@ fn tpcc_on_in(name: &str, durability: DurabilityMode) {
         load.stats.ops_count
     );
     phase(engine.as_ref(), &workload, dir.path(), Phase::Check, 1, 0.0);
-    let run = phase(engine.as_ref(), &workload, dir.path(), Phase::Run, 4, 1.0);
-    assert!(
-        run.stats.ops_count >= 200,
-        "{name}: only {} transactions",
-        run.stats.ops_count
-    );
-    for kind in [
+    // Runs of 1 s until at least 200 transactions of every kind together
+    // and one of each ran (synced commits on a loaded machine may take
+    // several): a bar on the work done, not on its speed.
+    let kinds = [
         OpKind::NewOrder,
         OpKind::Payment,
         OpKind::OrderStatus,
         OpKind::Delivery,
         OpKind::StockLevel,
-    ] {
+    ];
+    let mut ops_by_kind = [0u64; flashtree_peers::workload::OP_KIND_COUNT];
+    for runs in 1.. {
+        let run = phase(engine.as_ref(), &workload, dir.path(), Phase::Run, 4, 1.0);
+        for (total, ops) in ops_by_kind.iter_mut().zip(run.stats.ops_by_kind) {
+            *total += ops;
+        }
+        let ops: u64 = ops_by_kind.iter().sum();
+        if ops >= 200 && kinds.iter().all(|&kind| ops_by_kind[kind as usize] > 0) {
+            break;
+        }
         assert!(
-            run.stats.ops_by_kind[kind as usize] > 0,
-            "{name}: no {}",
-            kind.name()
+            runs < 60,
+            "{name}: {ops} transactions in {runs} runs of 1 s, by kind {ops_by_kind:?}"
         );
     }
     phase(engine.as_ref(), &workload, dir.path(), Phase::Check, 1, 0.0);
