@@ -29,19 +29,30 @@ fn options(disk: &Arc<SimDisk>) -> Options {
     }
 }
 
-#[test]
-fn a_full_file_system_refuses_writes_and_the_store_reopens_after_close_or_crash() {
+/// Fills a store on a file system of 20 MiB until a write fails with
+/// `Error::Full`, deletes the rows `deleted(written)` says, closes it or
+/// crashes (both, in turn), reopens it and checks every row and the store.
+/// `fill_the_rest`: another program then takes the file system's last
+/// bytes before the deletes. Returns the pages free before the close.
+fn fill_delete_reopen(seed: u64, fill_the_rest: bool, deleted: fn(u32) -> u32) -> u64 {
+    let mut free_most = 0;
     for crash in [false, true] {
-        let mut config = SimConfig::new(11);
+        let mut config = SimConfig::new(seed);
         // The data file starts at 16 MiB; the logs take 1 MiB each.
         config.space_bytes = 20 << 20;
         let disk = SimDisk::new(config);
         let db = Db::open(Path::new(STORE), options(&disk)).unwrap();
         let t = db.tree("t").unwrap();
         let written = full::fill_until_full(&db, t);
-        for i in 0..written / 4 {
-            db.delete(t, &i.to_be_bytes()).unwrap();
+        if fill_the_rest {
+            take_all_space(&disk);
         }
+        let kept_from = deleted(written);
+        for i in 0..kept_from {
+            db.delete(t, &i.to_be_bytes())
+                .unwrap_or_else(|e| panic!("delete {i} (crash: {crash}): {e}"));
+        }
+        free_most = free_most.max(db.check().unwrap().pages_free);
         if crash {
             common::crash_process(&disk, Some(db), false);
         } else {
@@ -50,7 +61,10 @@ fn a_full_file_system_refuses_writes_and_the_store_reopens_after_close_or_crash(
         let db = Db::open(Path::new(STORE), options(&disk))
             .unwrap_or_else(|e| panic!("reopen after a full disk (crash: {crash}): {e}"));
         let t = db.tree("t").unwrap();
-        for i in written / 4..written {
+        for i in (0..kept_from).step_by(7) {
+            assert_eq!(db.get(t, &i.to_be_bytes()).unwrap(), None, "key {i}");
+        }
+        for i in kept_from..written {
             assert_eq!(
                 db.get(t, &i.to_be_bytes()).unwrap(),
                 Some(vec![i as u8; 1000]),
@@ -60,6 +74,12 @@ fn a_full_file_system_refuses_writes_and_the_store_reopens_after_close_or_crash(
         db.check().unwrap();
         db.close().unwrap();
     }
+    free_most
+}
+
+#[test]
+fn a_full_file_system_refuses_writes_and_the_store_reopens_after_close_or_crash() {
+    fill_delete_reopen(11, false, |written| written / 4);
 }
 
 /// Takes every byte the simulated file system has left, as another
@@ -81,44 +101,9 @@ fn take_all_space(disk: &SimDisk) {
 
 #[test]
 fn deletes_on_a_full_file_system_free_pages_without_space_for_checkpoints() {
-    for crash in [false, true] {
-        let mut config = SimConfig::new(12);
-        config.space_bytes = 20 << 20;
-        let disk = SimDisk::new(config);
-        let db = Db::open(Path::new(STORE), options(&disk)).unwrap();
-        let t = db.tree("t").unwrap();
-        let written = full::fill_until_full(&db, t);
-        take_all_space(&disk);
-        // Freeing most pages makes the checkpoints' free list many times
-        // longer than any checkpoint before; close and recovery write one.
-        let kept_from = written - written / 8;
-        for i in 0..kept_from {
-            db.delete(t, &i.to_be_bytes())
-                .unwrap_or_else(|e| panic!("delete {i} (crash: {crash}): {e}"));
-        }
-        // Far more than the free list a slot file held before (a few
-        // pages: far from all of the file system's last chunk).
-        let free = db.check().unwrap().pages_free;
-        assert!(free > 2000, "only {free} pages free");
-        if crash {
-            common::crash_process(&disk, Some(db), false);
-        } else {
-            db.close().unwrap();
-        }
-        let db = Db::open(Path::new(STORE), options(&disk))
-            .unwrap_or_else(|e| panic!("reopen (crash: {crash}): {e}"));
-        let t = db.tree("t").unwrap();
-        for i in (0..kept_from).step_by(7) {
-            assert_eq!(db.get(t, &i.to_be_bytes()).unwrap(), None, "key {i}");
-        }
-        for i in kept_from..written {
-            assert_eq!(
-                db.get(t, &i.to_be_bytes()).unwrap(),
-                Some(vec![i as u8; 1000]),
-                "key {i} (crash: {crash})"
-            );
-        }
-        db.check().unwrap();
-        db.close().unwrap();
-    }
+    // Freeing most pages makes the checkpoints' free list many times longer
+    // than any checkpoint's before (a few pages, far from all of the file
+    // system's last chunk); close and recovery write one.
+    let free = fill_delete_reopen(12, true, |written| written - written / 8);
+    assert!(free > 2000, "only {free} pages free");
 }

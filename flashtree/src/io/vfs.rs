@@ -80,20 +80,10 @@ impl Vfs {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
                 Err(e) => Err(Error::Unsupported(format!("read {}: {e}", path.display()))),
             },
-            Vfs::Sim(sim) => {
-                if !sim.exists(path) {
-                    return Ok(None);
-                }
-                let id = sim
-                    .open(path, false)
-                    .map_err(|e| sim_error(path, "open", e))?;
-                let mut bytes = vec![0u8; sim.len(id) as usize];
-                let n = sim
-                    .read(id, 0, &mut bytes)
-                    .map_err(|e| sim_error(path, "read", e))?;
-                bytes.truncate(n);
-                Ok(Some(bytes))
-            }
+            Vfs::Sim(_) => match self.len(path)? {
+                Some(len) => self.read_at(path, 0, len as usize),
+                None => Ok(None),
+            },
         }
     }
 
@@ -148,12 +138,7 @@ impl Vfs {
     pub fn allocate(&self, path: &Path, bytes: u64) -> Result<()> {
         match self {
             Vfs::Os => {
-                let file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(path)
-                    .map_err(|e| Error::Unsupported(format!("open {}: {e}", path.display())))?;
+                let file = open_for_writing(path)?;
                 let len = file
                     .metadata()
                     .map_err(|e| Error::Unsupported(format!("stat {}: {e}", path.display())))?
@@ -190,12 +175,7 @@ impl Vfs {
         match self {
             Vfs::Os => {
                 use std::os::unix::fs::FileExt;
-                let file = std::fs::OpenOptions::new()
-                    .write(true)
-                    .create(true)
-                    .truncate(false)
-                    .open(path)
-                    .map_err(|e| Error::Unsupported(format!("open {}: {e}", path.display())))?;
+                let file = open_for_writing(path)?;
                 file.write_all_at(bytes, 0)
                     .and_then(|()| file.sync_all())
                     .map_err(|e| Error::Failed(format!("write {}: {e}", path.display())))
@@ -274,6 +254,16 @@ impl Vfs {
             }
         }
     }
+}
+
+/// Opens the file at `path` for writing, created when missing, as it is.
+fn open_for_writing(path: &Path) -> Result<std::fs::File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(|e| Error::Unsupported(format!("open {}: {e}", path.display())))
 }
 
 fn sim_error(path: &Path, what: &str, errno: i32) -> Error {
