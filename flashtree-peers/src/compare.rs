@@ -46,8 +46,10 @@ pub struct CompareArgs {
     /// (`ycsb` = ycsb-a .. ycsb-f), each run in turn, with a summary.
     #[arg(long, default_value = "lookup")]
     pub workload: String,
-    /// Comma-separated engines: flashtree, rocksdb, wiredtiger, lmdb, redb,
-    /// fjall (redb and fjall are optional: not in the default list).
+    /// Comma-separated engines: flashtree, flashtree-hash (flashtree with
+    /// every table a hash tree: point operations only), rocksdb,
+    /// wiredtiger, lmdb, redb, fjall (flashtree-hash, redb and fjall are
+    /// optional: not in the default list).
     #[arg(long, default_value = "flashtree,rocksdb,wiredtiger,lmdb")]
     pub engines: String,
     /// Memory budget per engine (cache / buffer pool), e.g. 128MiB.

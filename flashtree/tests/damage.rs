@@ -99,6 +99,11 @@ fn build_base(crashed: bool) -> Base {
     }
     if crashed {
         // The process dies with every write on the disk: recovery replays.
+        // From the crash on the old process can change nothing (its
+        // threads live on, forgotten): a checkpoint it finished while the
+        // files were copied one by one would pair a newer slot with an
+        // older data file.
+        disk.fail_all_from(disk.op_count(), flashtree::io::sim::FaultKind::Any);
         disk.crash_keep_all();
         std::mem::forget(db);
     } else {
