@@ -197,7 +197,8 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
         let db = Db::open(path, options(false))
             .map_err(|e| format!("cycle {cycle}: reopen after the crash: {e}"))?;
         let t = trees(&db).map_err(|e| format!("cycle {cycle}: trees after the crash: {e}"))?;
-        let found = contents_probing(&db, &t, keys).map_err(|e| format!("cycle {cycle}: scan: {e}"))?;
+        let found =
+            contents_probing(&db, &t, keys).map_err(|e| format!("cycle {cycle}: scan: {e}"))?;
         // Some prefix of the issued batches, at least the acknowledged ones.
         let mut prefix = None;
         let mut state = model.clone();

@@ -81,7 +81,10 @@ pub fn hash_key(key: &[u8]) -> u64 {
         let mut word = [0u8; 8];
         word.copy_from_slice(chunk);
         let w = u64::from_le_bytes(word).wrapping_mul(K1).rotate_left(31);
-        h = (h ^ w).rotate_left(27).wrapping_mul(5).wrapping_add(0x52DC_E729);
+        h = (h ^ w)
+            .rotate_left(27)
+            .wrapping_mul(5)
+            .wrapping_add(0x52DC_E729);
     }
     let rest = chunks.remainder();
     if !rest.is_empty() {
@@ -204,7 +207,11 @@ fn init_dir(page: &mut [u8; PAGE_SIZE], start: u32, width: u32) {
 
 /// Makes `root` the root of a new hash tree whose only bucket is
 /// `bucket` (initialised here as an empty leaf).
-pub fn init_hash_root(root: &mut [u8; PAGE_SIZE], bucket_pid: PageId, bucket: &mut [u8; PAGE_SIZE]) {
+pub fn init_hash_root(
+    root: &mut [u8; PAGE_SIZE],
+    bucket_pid: PageId,
+    bucket: &mut [u8; PAGE_SIZE],
+) {
     init_dir(root, 0, 0);
     set_slot(root, 0, Target::Bucket(bucket_pid));
     node::init_leaf(bucket, &[], &[]);
@@ -230,7 +237,9 @@ fn racy_header(guard: &GuardO<'_>) -> (u16, u32, u32) {
 fn racy_slot(guard: &GuardO<'_>, i: usize) -> Target {
     // `i` is below 512: the 8 bytes read lie inside the page (asserted at
     // the top of the module).
-    let word = guard.racy_page().read::<8>(SLOTS_OFFSET + i.min(511) * SLOT_BYTES);
+    let word = guard
+        .racy_page()
+        .read::<8>(SLOTS_OFFSET + i.min(511) * SLOT_BYTES);
     decode_slot(u64::from_le_bytes(word))
 }
 
@@ -279,11 +288,7 @@ pub(crate) fn bucket_dir<'a>(
 /// The bucket for hash `h`, optimistically latched (validated after its
 /// directory page).
 #[inline]
-pub(crate) fn find_bucket<'a>(
-    bm: &'a BufferManager,
-    root: PageId,
-    h: u64,
-) -> OpResult<GuardO<'a>> {
+pub(crate) fn find_bucket<'a>(bm: &'a BufferManager, root: PageId, h: u64) -> OpResult<GuardO<'a>> {
     let (dir, pid) = bucket_dir(bm, root, h)?;
     let bucket = bm.fix_optimistic(pid)?;
     dir.check()?;
@@ -302,7 +307,10 @@ fn read_bucket(bucket: &GuardO<'_>, key: &[u8], out: &mut Vec<u8>) -> OpResult<b
     }
     bucket.check()?;
     if !is_leaf {
-        return Err(corrupt(bucket.pid(), "a directory slot names a page that is not a bucket"));
+        return Err(corrupt(
+            bucket.pid(),
+            "a directory slot names a page that is not a bucket",
+        ));
     }
     Ok(found)
 }
@@ -321,7 +329,8 @@ pub fn lookup(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) -
 /// caller loads it and runs the synchronous [`lookup`]. (Yielding before
 /// each directory page too, and again before the bucket's heap, measured
 /// no faster in memory: the directory pages of a tree in memory mostly
-/// stay in the CPU's caches.)
+/// stay in the CPU's caches; prefetching the bucket's heap too, after a
+/// second yield, measured the same within the run-to-run noise.)
 pub async fn lookup_interleaved(
     bm: &BufferManager,
     root: PageId,
@@ -349,7 +358,10 @@ pub(crate) fn check_is_bucket(bucket: GuardO<'_>) -> OpResult<GuardO<'_>> {
     let is_leaf = NodeView::new(bucket.racy_page()).is_leaf();
     bucket.check()?;
     if !is_leaf {
-        return Err(corrupt(bucket.pid(), "a directory slot names a page that is not a bucket"));
+        return Err(corrupt(
+            bucket.pid(),
+            "a directory slot names a page that is not a bucket",
+        ));
     }
     Ok(bucket)
 }
@@ -374,7 +386,6 @@ pub fn insert(
                 .insert_found(found, key, value)
                 .map_err(|_| corrupt(bucket.pid(), "insert failed after the space check"));
         }
-        drop(bucket);
         grow(bm, wb, root, key, Some(value.len()))?;
     }
     Err(corrupt(root, "a bucket stays full after many splits"))
@@ -446,7 +457,10 @@ pub fn grow(
         let fits = value_len.is_some_and(|len| n.fits(n.lower_bound(key), key.len(), len));
         bucket.check()?;
         if !is_leaf {
-            return Err(corrupt(bucket.pid(), "a directory slot names a page that is not a bucket"));
+            return Err(corrupt(
+                bucket.pid(),
+                "a directory slot names a page that is not a bucket",
+            ));
         }
         if fits {
             return Ok(());
@@ -461,7 +475,9 @@ pub fn grow(
         let level = &path[i];
         let (_, width, start) = racy_header(&level.guard);
         let page = level.guard.racy_page();
-        let raw_at = |j: usize| u64::from_le_bytes(page.read::<8>(SLOTS_OFFSET + j * SLOT_BYTES)) & ((1 << 48) - 1);
+        let raw_at = |j: usize| {
+            u64::from_le_bytes(page.read::<8>(SLOTS_OFFSET + j * SLOT_BYTES)) & ((1 << 48) - 1)
+        };
         let slot = level.slot.min((1 << width.min(MAX_WIDTH_BITS)) - 1);
         let buddy_raw = raw_at(slot ^ 1);
         let mine_raw = raw_at(slot);
@@ -565,7 +581,10 @@ fn split_bucket(
                 Node::from_page_mut(&mut kept)
             };
             if target.insert(&key, value).is_err() {
-                return Err(corrupt(bucket.pid(), "a bucket's entries do not fit a bucket"));
+                return Err(corrupt(
+                    bucket.pid(),
+                    "a bucket's entries do not fit a bucket",
+                ));
             }
         }
     }
@@ -708,7 +727,10 @@ pub fn check_dir(
         ));
     }
     if page[HASH_VERSION_OFFSET] != HASH_VERSION {
-        return Err(corrupt(pid, &format!("hash version {}", page[HASH_VERSION_OFFSET])));
+        return Err(corrupt(
+            pid,
+            &format!("hash version {}", page[HASH_VERSION_OFFSET]),
+        ));
     }
     let count = dir.slot_count();
     let mut children = Vec::new();
@@ -743,7 +765,10 @@ pub fn check_dir(
         i = end;
     }
     // The rest of the page is zero.
-    if page[SLOTS_OFFSET + count * SLOT_BYTES..].iter().any(|&b| b != 0) {
+    if page[SLOTS_OFFSET + count * SLOT_BYTES..]
+        .iter()
+        .any(|&b| b != 0)
+    {
         return Err(corrupt(pid, "bytes after the slots are not zero"));
     }
     Ok(DirReport { children })
@@ -768,7 +793,11 @@ pub fn check_bucket(
     for slot in 0..n.count() {
         n.key_into(slot, &mut key);
         let h = hash_key(&key);
-        let top = if prefix_bits == 0 { 0 } else { h >> (64 - prefix_bits) };
+        let top = if prefix_bits == 0 {
+            0
+        } else {
+            h >> (64 - prefix_bits)
+        };
         if top != prefix {
             return Err(corrupt(
                 pid,
@@ -864,7 +893,9 @@ mod tests {
 
     fn value(i: u64, round: u64) -> Vec<u8> {
         let len = 20 + ((i * 37 + round) % 300) as usize;
-        (0..len).map(|j| (i as usize + j + round as usize) as u8).collect()
+        (0..len)
+            .map(|j| (i as usize + j + round as usize) as u8)
+            .collect()
     }
 
     /// Many keys through a 48-page pool (eviction all the time): every get
@@ -894,7 +925,11 @@ mod tests {
         assert_eq!(shape.entries, N / 2);
         // More buckets than the root's 512 slots: the root moved down.
         assert!(shape.leaves > 512, "{} buckets", shape.leaves);
-        assert!(shape.inner_nodes > 2, "{} directory pages", shape.inner_nodes);
+        assert!(
+            shape.inner_nodes > 2,
+            "{} directory pages",
+            shape.inner_nodes
+        );
         assert!(db.stats().page_reads > 0, "a 48-page pool must miss");
         db.close().unwrap();
         let db = Db::open(dir.path(), options).unwrap();

@@ -40,7 +40,8 @@ pub(crate) mod state;
 pub mod step;
 
 pub use page::{
-    page_checksum, seal_page, verify_page, PAGE_HEADER_BYTES, PAGE_KIND_HASH_DIR, PAGE_KIND_INNER, PAGE_KIND_LEAF,
+    page_checksum, seal_page, verify_page, PAGE_HEADER_BYTES, PAGE_KIND_HASH_DIR, PAGE_KIND_INNER,
+    PAGE_KIND_LEAF,
 };
 pub use racy::RacyPage;
 

@@ -1367,8 +1367,14 @@ impl TaskCtx {
         check_key(key)?;
         let bm = &self.inner.bm;
         if tree.hash {
-            if let Ok(found) = hash::lookup_interleaved(bm, tree.root, key, value).await {
-                return Ok(found);
+            match hash::lookup_interleaved(bm, tree.root, key, value).await {
+                Ok(found) => return Ok(found),
+                // Not in memory (the bucket, out of memory): read it now,
+                // then the synchronous lookup (the directory is in memory).
+                Err(OpError::Restart(Restart::Load(pid))) => {
+                    worker::load_page(pid, &self.reads).await?;
+                }
+                Err(_) => {}
             }
             return run_op(&self.reads, |_| hash::lookup(bm, tree.root, key, value)).await;
         }
@@ -1923,7 +1929,10 @@ fn refuse_scan(inner: &DbInner, tree: Tree) -> Result<()> {
         .unwrap_or_else(|e| e.into_inner())
         .iter()
         .find(|(_, root)| *root == tree.root)
-        .map_or_else(|| format!("rooted at page {}", tree.root), |(n, _)| format!("{n:?}"));
+        .map_or_else(
+            || format!("rooted at page {}", tree.root),
+            |(n, _)| format!("{n:?}"),
+        );
     Err(Error::Unsupported(format!(
         "tree {name} is a hash tree: it has no key order to scan"
     )))
