@@ -35,6 +35,9 @@ use flashtree_peers::{
 
 /// Engine name in reports.
 pub const ENGINE_NAME: &str = "flashtree";
+/// The engine's name in comparisons when every table is a hash tree
+/// (`Db::hash_tree`; [`FlashtreeSettings::hash_index`]).
+pub const HASH_ENGINE_NAME: &str = "flashtree-hash";
 /// Default async tasks per worker: enough to keep ~128 reads in flight per
 /// core out of memory (Haas & Leis (VLDB 2023) §3.3), few enough that TPC-C lock spinning
 /// stays cheap.
@@ -75,6 +78,9 @@ pub struct FlashtreeSettings {
     /// Block devices to keep the store on (empty: files under the
     /// engine's directory).
     pub devices: Vec<std::path::PathBuf>,
+    /// Every table a hash tree (`Db::hash_tree`): engine
+    /// [`HASH_ENGINE_NAME`], point operations only (a scan is an error).
+    pub hash_index: bool,
 }
 
 /// Marker in the engine's directory of a store kept on block devices:
@@ -128,12 +134,15 @@ impl Default for FlashtreeSettings {
             checkpoint_log_bytes: Options::default().checkpoint_log_bytes,
             log_writes: Options::default().log_writes,
             devices: Vec::new(),
+            hash_index: false,
         }
     }
 }
 
 /// An open flashtree store with one tree per table.
 pub struct FlashtreeEngine {
+    /// [`ENGINE_NAME`] or [`HASH_ENGINE_NAME`].
+    name: &'static str,
     db: Db,
     trees: Arc<Vec<Tree>>,
     workers: usize,
@@ -195,7 +204,13 @@ impl FlashtreeEngine {
             open_on_devices(&settings.devices, &config.dir, options)?
         };
         let trees = (0..config.table_count)
-            .map(|table| db.tree(&format!("t{table}")))
+            .map(|table| {
+                if settings.hash_index {
+                    db.hash_tree(&format!("t{table}"))
+                } else {
+                    db.tree(&format!("t{table}"))
+                }
+            })
             .collect::<Result<Vec<_>, _>>()
             .map_err(|e| format!("flashtree: creating tables: {e}"))?;
         assert_eq!(trees.len(), config.table_count as usize);
@@ -242,7 +257,15 @@ impl FlashtreeEngine {
             line.push_str("; ");
             line.push_str(note);
         }
+        if settings.hash_index {
+            line.push_str("; every table a hash tree");
+        }
         Ok(FlashtreeEngine {
+            name: if settings.hash_index {
+                HASH_ENGINE_NAME
+            } else {
+                ENGINE_NAME
+            },
             db,
             trees: Arc::new(trees),
             workers,
@@ -332,7 +355,7 @@ impl JobPtr {
 
 impl Engine for FlashtreeEngine {
     fn name(&self) -> &str {
-        ENGINE_NAME
+        self.name
     }
 
     fn settings(&self) -> String {

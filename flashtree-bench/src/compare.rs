@@ -99,9 +99,17 @@ pub struct CompareArgs {
 pub fn run(args: CompareArgs) -> Result<(), String> {
     let (settings, dataset_bytes, cores) = validate(&args).map_err(usage_error)?;
     let keep_data = args.peers.keep_data;
+    let hash_settings = crate::adapter::FlashtreeSettings {
+        hash_index: true,
+        ..settings.clone()
+    };
     let hooks = Hooks {
         flashtree: Some(Box::new(move |config: &EngineConfig| {
             let engine = FlashtreeEngine::open(config, &settings)?;
+            Ok(Box::new(engine) as Box<dyn flashtree_peers::Engine>)
+        })),
+        flashtree_hash: Some(Box::new(move |config: &EngineConfig| {
+            let engine = FlashtreeEngine::open(config, &hash_settings)?;
             Ok(Box::new(engine) as Box<dyn flashtree_peers::Engine>)
         })),
         device_limit: Some(Box::new(move |dir: &Path| {
@@ -118,9 +126,13 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
     let memory_bytes = parse_bytes(&peers.memory).map_err(|e| format!("--memory: {e}"))?;
     let cores = parse_cores(&peers.cores).map_err(|e| format!("--cores: {e}"))?;
     for name in peers.engines.split(',').map(str::trim) {
-        if !name.is_empty() && name != crate::adapter::ENGINE_NAME && !PEER_NAMES.contains(&name) {
+        if !name.is_empty()
+            && name != crate::adapter::ENGINE_NAME
+            && name != crate::adapter::HASH_ENGINE_NAME
+            && !PEER_NAMES.contains(&name)
+        {
             return Err(format!(
-                "unknown engine {name:?} in --engines: use flashtree, {}",
+                "unknown engine {name:?} in --engines: use flashtree, flashtree-hash, {}",
                 PEER_NAMES.join(", ")
             ));
         }
@@ -178,6 +190,7 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
             .map_err(|e| format!("--checkpoint-log: {e}"))?,
         log_writes: args.log_writes,
         devices: args.flashtree_device.clone(),
+        hash_index: false,
     };
     Ok((settings, dataset_bytes, cores))
 }
@@ -312,6 +325,7 @@ mod tests {
                 let engine = FlashtreeEngine::open(config, &settings)?;
                 Ok(Box::new(engine) as Box<dyn flashtree_peers::Engine>)
             })),
+            flashtree_hash: None,
             device_limit: None,
         };
         run_compare(&args.peers, &hooks).expect("bench compare");

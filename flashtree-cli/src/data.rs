@@ -718,11 +718,14 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
     for (name, shape) in &report.trees {
         let tree = existing_tree(&db, dir, name)?;
         let mut key_value_bytes = 0u64;
-        for_each_in_range(&db, tree, None, None, false, |k, v| {
-            key_value_bytes += (k.len() + v.len()) as u64;
-            Ok(true)
-        })
-        .map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
+        // A hash tree has no scan: its bytes are not counted (0).
+        if !tree.is_hash() {
+            for_each_in_range(&db, tree, None, None, false, |k, v| {
+                key_value_bytes += (k.len() + v.len()) as u64;
+                Ok(true)
+            })
+            .map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
+        }
         trees.push(TreeStats {
             name: name.clone(),
             records: shape.entries,

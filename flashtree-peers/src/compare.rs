@@ -46,8 +46,10 @@ pub struct CompareArgs {
     /// (`ycsb` = ycsb-a .. ycsb-f), each run in turn, with a summary.
     #[arg(long, default_value = "lookup")]
     pub workload: String,
-    /// Comma-separated engines: flashtree, rocksdb, wiredtiger, lmdb, redb,
-    /// fjall (redb and fjall are optional: not in the default list).
+    /// Comma-separated engines: flashtree, flashtree-hash (flashtree with
+    /// every table a hash tree: point operations only), rocksdb,
+    /// wiredtiger, lmdb, redb, fjall (flashtree-hash, redb and fjall are
+    /// optional: not in the default list).
     #[arg(long, default_value = "flashtree,rocksdb,wiredtiger,lmdb")]
     pub engines: String,
     /// Memory budget per engine (cache / buffer pool), e.g. 128MiB.
@@ -158,6 +160,9 @@ pub struct CompareArgs {
 pub struct Hooks {
     /// Opens flashtree.
     pub flashtree: Option<Box<EngineFactory>>,
+    /// Opens flashtree with every table a hash tree (engine
+    /// `flashtree-hash`: point operations only).
+    pub flashtree_hash: Option<Box<EngineFactory>>,
     /// Measures the device's random-read IOPS limit for a data directory (iobench).
     #[allow(clippy::type_complexity)]
     pub device_limit: Option<Box<dyn Fn(&Path) -> Result<f64, String>>>,
@@ -886,15 +891,20 @@ fn parse_thread_counts(text: &str) -> Result<Vec<usize>, String> {
 fn parse_engines(text: &str, hooks: &Hooks) -> Result<Vec<String>, String> {
     let mut engines = Vec::new();
     for name in text.split(',').map(str::trim).filter(|n| !n.is_empty()) {
-        let known = crate::adapters::PEER_NAMES.contains(&name) || name == "flashtree";
+        let known = crate::adapters::PEER_NAMES.contains(&name)
+            || name == "flashtree"
+            || name == "flashtree-hash";
         if !known {
             return Err(format!(
-                "unknown engine {name:?}: use flashtree, {}",
+                "unknown engine {name:?}: use flashtree, flashtree-hash, {}",
                 crate::adapters::PEER_NAMES.join(", ")
             ));
         }
         if name == "flashtree" && hooks.flashtree.is_none() {
             return Err("flashtree requested but this build has no flashtree adapter".into());
+        }
+        if name == "flashtree-hash" && hooks.flashtree_hash.is_none() {
+            return Err("flashtree-hash requested but this build has no flashtree adapter".into());
         }
         engines.push(name.to_string());
     }
@@ -944,8 +954,9 @@ fn open_engine(
     config: &EngineConfig,
     hooks: &Hooks,
 ) -> Result<Box<dyn Engine>, String> {
-    match (name, &hooks.flashtree) {
-        ("flashtree", Some(open)) => open(config),
+    match (name, &hooks.flashtree, &hooks.flashtree_hash) {
+        ("flashtree", Some(open), _) => open(config),
+        ("flashtree-hash", _, Some(open)) => open(config),
         _ => open_peer(name, config),
     }
 }

@@ -82,6 +82,12 @@ pub fn load_serves_every_durability(name: &str) -> bool {
 /// nearest one, and the line says so.
 pub fn durability(name: &str, mode: DurabilityMode) -> &'static str {
     use DurabilityMode::*;
+    // flashtree-hash is flashtree with hash trees: the same log.
+    let name = if name == "flashtree-hash" {
+        "flashtree"
+    } else {
+        name
+    };
     match (name, mode) {
         ("flashtree", None) => "Durability::None: no log; dirty pages reach the store at eviction and close",
         ("flashtree", Buffered) => {

@@ -40,7 +40,8 @@ pub(crate) mod state;
 pub mod step;
 
 pub use page::{
-    page_checksum, seal_page, verify_page, PAGE_HEADER_BYTES, PAGE_KIND_INNER, PAGE_KIND_LEAF,
+    page_checksum, seal_page, verify_page, PAGE_HEADER_BYTES, PAGE_KIND_HASH_DIR, PAGE_KIND_INNER,
+    PAGE_KIND_LEAF,
 };
 pub use racy::RacyPage;
 
@@ -1627,7 +1628,7 @@ impl WorkerBuffer {
             self.free_frames.push(frame);
             return true;
         }
-        if !force && page_kind(bm, frame) == PAGE_KIND_INNER {
+        if !force && matches!(page_kind(bm, frame), PAGE_KIND_INNER | PAGE_KIND_HASH_DIR) {
             // Inner nodes are on every path: evicting one makes every task
             // reload it. Only the forced sweep takes them (as LeanStore
             // keeps inner nodes with resident children).

@@ -42,6 +42,9 @@ pub const PAGE_KIND_LEAF: u16 = 1;
 pub const PAGE_KIND_INNER: u16 = 2;
 /// Page kind of the metadata page (page 0).
 pub const PAGE_KIND_META: u16 = 3;
+/// Page kind of hash directory pages (`btree::hash`); eviction spares them
+/// as it spares inner nodes.
+pub const PAGE_KIND_HASH_DIR: u16 = 4;
 
 const _: () = assert!(PAGE_LSN_OFFSET + 8 == PAGE_HEADER_BYTES);
 

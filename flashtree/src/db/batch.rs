@@ -36,6 +36,8 @@ pub const MAX_BATCH_ENTRIES: usize = 4096;
 #[derive(Clone, Copy, Debug)]
 struct Entry {
     tree: PageId,
+    /// The tree is a hash tree (`btree::hash`).
+    hash: bool,
     key_at: u32,
     key_len: u16,
     /// None: delete.
@@ -67,6 +69,7 @@ impl WriteBatch {
         self.bytes.extend_from_slice(value);
         self.entries.push(Entry {
             tree: tree.root,
+            hash: tree.hash,
             key_at,
             key_len: key.len() as u16,
             value: Some((value_at, value.len() as u16)),
@@ -82,6 +85,7 @@ impl WriteBatch {
         self.bytes.extend_from_slice(key);
         self.entries.push(Entry {
             tree: tree.root,
+            hash: tree.hash,
             key_at,
             key_len: key.len() as u16,
             value: None,
@@ -128,6 +132,15 @@ impl WriteBatch {
         let e = &self.entries[i];
         (e.tree, self.key(e), self.value(e))
     }
+
+    /// The tree of entry `i`.
+    pub(crate) fn entry_tree(&self, i: usize) -> Tree {
+        let e = &self.entries[i];
+        Tree {
+            root: e.tree,
+            hash: e.hash,
+        }
+    }
 }
 
 /// Log bytes a group that changes `pages` pages takes at most (each as a
@@ -153,6 +166,10 @@ pub(crate) enum BatchStop {
     /// The log has no room for a group of `record_bytes` now: wait
     /// (`worker::wait_log_room` starts a flush; a checkpoint frees room).
     NoLogRoom { record_bytes: usize },
+    /// Entry `entry` goes into a full bucket of a hash tree: grow the
+    /// tree for it (`hash::grow`, a logged step of its own) and run the
+    /// step again.
+    HashFull { entry: usize },
     /// A real error.
     Fatal(Error),
 }
@@ -338,6 +355,62 @@ pub(crate) fn apply_step(
     let mut last_leaf: Option<usize> = None;
     while i < batch.len() {
         let (tree_root, key, value) = batch.entry(i);
+        if batch.entries[i].hash {
+            // A hash tree: the bucket from the directory; a full one stops
+            // the step (the tree grows as a step of its own).
+            let index = match bucket_in_step(&bm, &held, tree_root, key) {
+                Ok(Parent::Held(index)) => index,
+                Ok(Parent::Optimistic(bucket)) => match bucket.upgrade() {
+                    Ok(guard) => {
+                        held.push(HeldLeaf::leaf(tree_root, guard));
+                        held.len() - 1
+                    }
+                    Err(e) => {
+                        roll_back(&mut held);
+                        return Err(e.into());
+                    }
+                },
+                Err(stop) => {
+                    roll_back(&mut held);
+                    return Err(stop);
+                }
+            };
+            // A B+-tree entry after this one descends afresh.
+            last_leaf = None;
+            let leaf = &mut held[index];
+            match value {
+                Some(value) => {
+                    let n = Node::from_page(leaf.guard.page());
+                    let slot = n.lower_bound(key);
+                    if !n.fits(slot, key.len(), value.len()) {
+                        roll_back(&mut held);
+                        return Err(BatchStop::HashFull { entry: i });
+                    }
+                    let footprint = n.insert_footprint(slot, key, value.len());
+                    save_footprint(leaf, footprint.as_ref());
+                    let pid = leaf.guard.pid();
+                    let inserted =
+                        Node::from_page_mut(leaf.guard.page_mut()).insert_found(slot, key, value);
+                    if inserted.is_err() {
+                        roll_back(&mut held);
+                        return Err(BatchStop::Fatal(Error::Corrupt(format!(
+                            "page {pid}: insert failed after the space check"
+                        ))));
+                    }
+                }
+                None => {
+                    let (slot, exact) = Node::from_page(leaf.guard.page()).lower_bound(key);
+                    if exact {
+                        let footprint = Node::from_page(leaf.guard.page()).remove_footprint(slot);
+                        save_footprint(leaf, Some(&footprint));
+                        found[i] = Node::from_page_mut(leaf.guard.page_mut()).remove(key);
+                    }
+                }
+            }
+            i += 1;
+            splits_for_entry = 0;
+            continue;
+        }
         // The leaf of the previous entry first (keys in order often share
         // one); otherwise a descent, which finds a held leaf by its page id.
         // (Testing every held leaf's fences here made a batch quadratic.)
@@ -774,6 +847,25 @@ fn leaf_in_step<'a>(
     Err(BatchStop::Fatal(Error::Corrupt(format!(
         "tree {root}: no leaf within 64 levels"
     ))))
+}
+
+/// The bucket of `key` in the hash tree rooted at `root`: one the step
+/// holds, or optimistically latched (validated after its directory page).
+/// The step never holds directory pages (it changes only buckets).
+fn bucket_in_step<'a>(
+    bm: &'a crate::buffer::BufferManager,
+    held: &[HeldLeaf<'a>],
+    root: PageId,
+    key: &[u8],
+) -> std::result::Result<Parent<'a>, BatchStop> {
+    use crate::btree::hash;
+    let (dir, pid) = hash::bucket_dir(bm, root, hash::hash_key(key))?;
+    if let Some(i) = held.iter().position(|h| h.guard.pid() == pid) {
+        return Ok(Parent::Held(i));
+    }
+    let bucket = bm.fix_optimistic(pid)?;
+    dir.check()?;
+    Ok(Parent::Optimistic(hash::check_is_bucket(bucket)?))
 }
 
 /// A page found by [`find_parent`] or [`leaf_in_step`].

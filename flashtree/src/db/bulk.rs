@@ -156,6 +156,11 @@ impl Db {
         V: AsRef<[u8]>,
         I: IntoIterator<Item = Result<(K, V)>>,
     {
+        if tree.is_hash() {
+            return Err(Error::Unsupported(
+                "bulk load builds B+-trees; put into a hash tree instead".into(),
+            ));
+        }
         if !(0.5..=1.0).contains(&options.fill_factor) {
             return Err(Error::InvalidArgument(format!(
                 "bulk load fill factor must be in 0.5..=1.0, got {}",

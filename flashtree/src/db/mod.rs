@@ -31,6 +31,7 @@ pub use meta::{MAX_TREES, MAX_TREE_NAME_BYTES};
 pub use open::RecoveryStats;
 pub use reply::Reply;
 
+use crate::btree::hash;
 use crate::btree::node::{MAX_ENTRY_BYTES, MAX_KEY_BYTES};
 use crate::btree::tree::{self, Direction, ScanBatch, ScanStep};
 use crate::buffer::{
@@ -173,10 +174,20 @@ impl Default for Options {
     }
 }
 
-/// A named B+-tree in a store. A small copyable handle.
+/// A named tree in a store: a B+-tree ([`Db::tree`]) or a hash index
+/// ([`Db::hash_tree`]). A small copyable handle.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Tree {
     root: PageId,
+    /// A hash tree (`btree::hash`): no ordered scans.
+    hash: bool,
+}
+
+impl Tree {
+    /// True for a hash tree (created by [`Db::hash_tree`]).
+    pub fn is_hash(&self) -> bool {
+        self.hash
+    }
 }
 
 /// Counters of the whole engine.
@@ -271,6 +282,9 @@ pub struct Db {
     /// The store's data files, locked until the Db is dropped (after
     /// `close` wrote its checkpoint).
     _lock: crate::io::StoreLock,
+    /// Per tree root: true for a hash tree (its root page's kind, read
+    /// once).
+    tree_kinds: Mutex<std::collections::HashMap<PageId, bool>>,
 }
 
 impl Db {
@@ -384,6 +398,7 @@ impl Db {
             temp: opened.temp,
             bulk: Mutex::new(()),
             _lock: opened.lock,
+            tree_kinds: Mutex::new(std::collections::HashMap::new()),
         })
     }
 
@@ -431,8 +446,50 @@ impl Db {
         self.inner.workers.len()
     }
 
-    /// The tree named `name`, created empty if it does not exist.
+    /// The tree named `name`, created empty as a B+-tree if it does not
+    /// exist. An existing hash tree of that name is returned as it is
+    /// (see [`Tree::is_hash`]).
     pub fn tree(&self, name: &str) -> Result<Tree> {
+        self.open_tree(name, false)
+    }
+
+    /// The hash tree named `name`, created empty if it does not exist: an
+    /// index of extendible hashing over 4 KiB pages with get, put, delete
+    /// and get_many (and batches, also mixed with B+-trees), and no
+    /// ordered scan (a scan is `Error::Unsupported`). A B+-tree of that
+    /// name is `Error::InvalidArgument`.
+    pub fn hash_tree(&self, name: &str) -> Result<Tree> {
+        let tree = self.open_tree(name, true)?;
+        if !tree.hash {
+            return Err(Error::InvalidArgument(format!(
+                "tree {name:?} exists as a B+-tree, not a hash tree"
+            )));
+        }
+        Ok(tree)
+    }
+
+    /// Whether the tree rooted at `root` is a hash tree: from its root
+    /// page's kind, read once and remembered.
+    fn root_is_hash(&self, root: PageId) -> Result<bool> {
+        if let Some(&hash) = self
+            .tree_kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(&root)
+        {
+            return Ok(hash);
+        }
+        let hash = self.call(0, move |ctx| async move {
+            run_op(&ctx.reads, |_| hash::root_is_hash(&ctx.inner.bm, root)).await
+        })??;
+        self.tree_kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(root, hash);
+        Ok(hash)
+    }
+
+    fn open_tree(&self, name: &str, as_hash: bool) -> Result<Tree> {
         if name.is_empty() || name.len() > MAX_TREE_NAME_BYTES {
             return Err(Error::InvalidArgument(format!(
                 "tree name must be 1..={MAX_TREE_NAME_BYTES} bytes, got {}",
@@ -441,8 +498,12 @@ impl Db {
         }
         let wal = self.inner.bm.wal().clone();
         let mut trees = wal.catalog.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((_, root)) = trees.iter().find(|(n, _)| n == name) {
-            return Ok(Tree { root: *root });
+        if let Some(&(_, root)) = trees.iter().find(|(n, _)| n == name) {
+            drop(trees);
+            return Ok(Tree {
+                root,
+                hash: self.root_is_hash(root)?,
+            });
         }
         if trees.len() >= MAX_TREES {
             return Err(Error::Full(format!(
@@ -455,7 +516,19 @@ impl Db {
             run_logged_op(&ctx.reads, logged, |wb| {
                 let bm = ctx.inner.bm.clone();
                 let mut page = wb.alloc_page(&bm)?;
-                tree::init_root(page.page_mut());
+                if as_hash {
+                    let mut bucket = match wb.alloc_page(&bm) {
+                        Ok(bucket) => bucket,
+                        Err(e) => {
+                            page.free();
+                            return Err(e);
+                        }
+                    };
+                    let bucket_pid = bucket.pid();
+                    hash::init_hash_root(page.page_mut(), bucket_pid, bucket.page_mut());
+                } else {
+                    tree::init_root(page.page_mut());
+                }
                 if logged {
                     crate::buffer::step::step_catalog(page.pid(), &owned_name);
                 }
@@ -465,11 +538,18 @@ impl Db {
         })??;
         trees.push((name.to_string(), root));
         drop(trees);
+        self.tree_kinds
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(root, as_hash);
         if self.inner.logged {
             // The tree exists once its group is durable.
             self.sync()?;
         }
-        Ok(Tree { root })
+        Ok(Tree {
+            root,
+            hash: as_hash,
+        })
     }
 
     /// Names of the trees in the store.
@@ -508,7 +588,12 @@ impl Db {
     /// for its reply costs several times the lookup itself.
     fn get_on_caller(&self, tree: Tree, key: &[u8], value: &mut Vec<u8>) -> Option<bool> {
         for _ in 0..CALLER_LOOKUP_TRIES {
-            match tree::lookup(&self.inner.bm, tree.root, key, value) {
+            let looked = if tree.hash {
+                hash::lookup(&self.inner.bm, tree.root, key, value)
+            } else {
+                tree::lookup(&self.inner.bm, tree.root, key, value)
+            };
+            match looked {
                 Ok(found) => return Some(found),
                 Err(OpError::Restart(Restart::Retry)) => continue,
                 // Not in memory, being read, or an error: a worker's lookup
@@ -899,7 +984,7 @@ impl Db {
             let mut seen = HashSet::new();
             let mut trees = Vec::new();
             for (name, root) in catalog {
-                let shape = check_shape(&ctx, Tree { root }, &freed, &mut seen)
+                let shape = check_shape(&ctx, Tree { root, hash: false }, &freed, &mut seen)
                     .await
                     .map_err(|e| match e {
                         Error::Corrupt(m) => Error::Corrupt(format!("tree {name:?}: {m}")),
@@ -1128,6 +1213,10 @@ async fn check_shape(
     freed: &HashSet<PageId>,
     seen: &mut HashSet<PageId>,
 ) -> Result<TreeShape> {
+    let is_hash = run_op(&ctx.reads, |_| hash::root_is_hash(&ctx.inner.bm, tree.root)).await?;
+    if is_hash {
+        return check_hash_shape(ctx, tree.root, freed, seen).await;
+    }
     let mut leaf_depth: Option<usize> = None;
     let mut stack = vec![(tree.root, Vec::new(), Vec::new(), 0usize)];
     let mut shape = TreeShape::default();
@@ -1158,6 +1247,45 @@ async fn check_shape(
                 .into_iter()
                 .map(|(child, lo, up)| (child, lo, up, depth + 1)),
         );
+    }
+    Ok(shape)
+}
+
+/// [`check_shape`] of a hash tree: every directory page (kind, start bit
+/// against its parent's slots, runs of slots) and every bucket (leaf
+/// invariants, empty fences, every key hashing to the bucket's prefix),
+/// each page reached once. Directory pages count as inner nodes, buckets
+/// as leaves.
+async fn check_hash_shape(
+    ctx: &TaskCtx,
+    root: PageId,
+    freed: &HashSet<PageId>,
+    seen: &mut HashSet<PageId>,
+) -> Result<TreeShape> {
+    let mut shape = TreeShape::default();
+    // (page, is a directory page, hash prefix, prefix bits)
+    let mut stack = vec![(root, true, 0u64, 0u32)];
+    while let Some((pid, is_dir, prefix, bits)) = stack.pop() {
+        if pid == 0 || freed.contains(&pid) || !seen.insert(pid) {
+            return Err(Error::Corrupt(format!(
+                "page {pid} is referenced twice, is page 0 or is free"
+            )));
+        }
+        let bm = &ctx.inner.bm;
+        if is_dir {
+            let report = run_op(&ctx.reads, |_| hash::check_dir(bm, pid, prefix, bits)).await?;
+            shape.inner_nodes += 1;
+            stack.extend(
+                report
+                    .children
+                    .into_iter()
+                    .map(|(is_dir, child, prefix, bits)| (child, is_dir, prefix, bits)),
+            );
+        } else {
+            let count = run_op(&ctx.reads, |_| hash::check_bucket(bm, pid, prefix, bits)).await?;
+            shape.leaves += 1;
+            shape.entries += count as u64;
+        }
     }
     Ok(shape)
 }
@@ -1238,6 +1366,18 @@ impl TaskCtx {
     pub async fn get(&self, tree: Tree, key: &[u8], value: &mut Vec<u8>) -> Result<bool> {
         check_key(key)?;
         let bm = &self.inner.bm;
+        if tree.hash {
+            match hash::lookup_interleaved(bm, tree.root, key, value).await {
+                Ok(found) => return Ok(found),
+                // Not in memory (the bucket, out of memory): read it now,
+                // then the synchronous lookup (the directory is in memory).
+                Err(OpError::Restart(Restart::Load(pid))) => {
+                    worker::load_page(pid, &self.reads).await?;
+                }
+                Err(_) => {}
+            }
+            return run_op(&self.reads, |_| hash::lookup(bm, tree.root, key, value)).await;
+        }
         match tree::lookup_interleaved(bm, tree.root, key, value).await {
             Ok(found) => return Ok(found),
             Err(tree::LookupStop::Miss { child, parent }) => {
@@ -1280,7 +1420,12 @@ impl TaskCtx {
             let mut loading = None;
             let mut fatal = None;
             for &index in &pending {
-                match tree::lookup(bm, tree.root, keys[index].as_ref(), &mut value) {
+                let looked = if tree.hash {
+                    hash::lookup(bm, tree.root, keys[index].as_ref(), &mut value)
+                } else {
+                    tree::lookup(bm, tree.root, keys[index].as_ref(), &mut value)
+                };
+                match looked {
                     Ok(true) => found(index, Some(&value)),
                     Ok(false) => found(index, None),
                     Err(OpError::Fatal(e)) => {
@@ -1350,6 +1495,12 @@ impl TaskCtx {
 
     async fn put_unlogged(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<()> {
         let bm = &self.inner.bm;
+        if tree.hash {
+            return run_op(&self.reads, |wb| {
+                hash::insert(bm, wb, tree.root, (key, value))
+            })
+            .await;
+        }
         // Taken out while the put runs: other tasks cannot see it, and this
         // task's own puts do not overlap.
         let last_key = self.last_puts.borrow_mut().take(tree.root);
@@ -1388,6 +1539,9 @@ impl TaskCtx {
 
     async fn delete_unlogged(&self, tree: Tree, key: &[u8]) -> Result<bool> {
         let bm = &self.inner.bm;
+        if tree.hash {
+            return run_op(&self.reads, |_| hash::remove(bm, tree.root, key)).await;
+        }
         let found = run_op(&self.reads, |_| tree::remove(bm, tree.root, key)).await?;
         if found {
             self.merge_after_delete(tree, key).await?;
@@ -1411,7 +1565,12 @@ impl TaskCtx {
             let mut fatal = None;
             for i in 0..batch.len() {
                 let (tree_root, key, _) = batch.entry(i);
-                let pid = match tree::descend(bm, tree_root, key) {
+                let descended = if batch.entry_tree(i).hash {
+                    hash::find_bucket(bm, tree_root, hash::hash_key(key)).map(|_| ())
+                } else {
+                    tree::descend(bm, tree_root, key).map(|_| ())
+                };
+                let pid = match descended {
                     Err(OpError::Restart(Restart::Load(pid))) => pid,
                     Err(OpError::Restart(Restart::Loading(pid))) => {
                         loading = Some(pid);
@@ -1535,6 +1694,15 @@ impl TaskCtx {
                     worker::wait_log_room(record_bytes).await
                 }
                 Err(BatchStop::Restart(_)) => crate::sched::yield_busy().await,
+                Err(BatchStop::HashFull { entry }) => {
+                    // The bucket may have room for this entry alone (the
+                    // batch's earlier entries filled it): always grow.
+                    let (tree_root, key, _) = batch.entry(entry);
+                    run_logged_op(&self.reads, true, |wb| {
+                        hash::grow(bm, wb, tree_root, key, None)
+                    })
+                    .await?;
+                }
                 Err(BatchStop::ParentFull { entry, need_bytes }) => {
                     if need_bytes > PAGE_SIZE / 3 {
                         return Err(Error::InvalidArgument(format!(
@@ -1558,9 +1726,8 @@ impl TaskCtx {
             }
         }
         for &i in &applied.underfull {
-            let (tree_root, key, _) = batch.entry(i);
-            self.merge_after_delete(Tree { root: tree_root }, key)
-                .await?;
+            let (_, key, _) = batch.entry(i);
+            self.merge_after_delete(batch.entry_tree(i), key).await?;
         }
         // A batch that changed nothing still makes every earlier group
         // durable, as a synced write does in other engines: the caller may
@@ -1588,8 +1755,8 @@ impl TaskCtx {
     async fn write_unlogged(&self, batch: &WriteBatch) -> Result<Vec<bool>> {
         let mut found = vec![false; batch.len()];
         for (i, slot) in found.iter_mut().enumerate() {
-            let (tree_root, key, value) = batch.entry(i);
-            let tree = Tree { root: tree_root };
+            let (_, key, value) = batch.entry(i);
+            let tree = batch.entry_tree(i);
             match value {
                 Some(value) => self.put_unlogged(tree, key, value).await?,
                 None => *slot = self.delete_unlogged(tree, key).await?,
@@ -1631,6 +1798,7 @@ impl TaskCtx {
         entries_expected: usize,
         mut f: impl FnMut(&[u8], &[u8]) -> bool,
     ) -> Result<()> {
+        refuse_scan(&self.inner, tree)?;
         let bm = &self.inner.bm;
         let mut from = start.to_vec();
         let mut cursor = None;
@@ -1728,6 +1896,7 @@ impl Iterator for RangeIter<'_> {
             let fetched = self.db.submit(worker, move |ctx| async move {
                 let mut batch = ScanBatch::default();
                 let bm = &ctx.inner.bm;
+                refuse_scan(&ctx.inner, tree)?;
                 run_op(&ctx.reads, |_| {
                     tree::scan_leaf(bm, tree.root, &from, direction, &mut batch)
                 })
@@ -1745,6 +1914,28 @@ impl Iterator for RangeIter<'_> {
         }
         self.batch.pop_front().map(Ok)
     }
+}
+
+/// A scan of a hash tree is `Error::Unsupported`, naming the tree.
+fn refuse_scan(inner: &DbInner, tree: Tree) -> Result<()> {
+    if !tree.hash {
+        return Ok(());
+    }
+    let name = inner
+        .bm
+        .wal()
+        .catalog
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .find(|(_, root)| *root == tree.root)
+        .map_or_else(
+            || format!("rooted at page {}", tree.root),
+            |(n, _)| format!("{n:?}"),
+        );
+    Err(Error::Unsupported(format!(
+        "tree {name} is a hash tree: it has no key order to scan"
+    )))
 }
 
 fn check_key(key: &[u8]) -> Result<()> {

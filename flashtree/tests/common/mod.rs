@@ -69,3 +69,47 @@ pub fn contents(db: &Db, trees: &[Tree]) -> flashtree::Result<Model> {
         .map(|&t| db.range(t, None, ScanDirection::Forward).collect())
         .collect()
 }
+
+/// The trees of [`trees`], except that the last is a hash tree named
+/// `h{count - 1}` (created if new).
+pub fn trees_with_hash(db: &Db, count: usize) -> flashtree::Result<Vec<Tree>> {
+    (0..count)
+        .map(|t| {
+            if t + 1 == count {
+                db.hash_tree(&format!("h{t}"))
+            } else {
+                db.tree(&format!("t{t}"))
+            }
+        })
+        .collect()
+}
+
+/// Everything `trees` hold, where keys are 4-byte big-endian numbers below
+/// `key_ids`: B+-trees are scanned; a hash tree (no scan) is probed for
+/// every such key, and its entry count (`Db::check_tree`) must match
+/// what the probes found (an entry outside the key space is an error).
+pub fn contents_probing(db: &Db, trees: &[Tree], key_ids: u32) -> flashtree::Result<Model> {
+    trees
+        .iter()
+        .map(|&t| {
+            if !t.is_hash() {
+                return db.range(t, None, ScanDirection::Forward).collect();
+            }
+            let keys: Vec<Vec<u8>> = (0..key_ids).map(|k| k.to_be_bytes().to_vec()).collect();
+            let values = db.multi_get(t, &keys)?;
+            let found: BTreeMap<Vec<u8>, Vec<u8>> = keys
+                .into_iter()
+                .zip(values)
+                .filter_map(|(k, v)| v.map(|v| (k, v)))
+                .collect();
+            let (_, entries) = db.check_tree(t)?;
+            if entries != found.len() as u64 {
+                return Err(flashtree::Error::Corrupt(format!(
+                    "hash tree holds {entries} entries, {} of them in the key space",
+                    found.len()
+                )));
+            }
+            Ok(found)
+        })
+        .collect()
+}
