@@ -358,23 +358,8 @@ pub(crate) fn apply_step(
         if batch.entries[i].hash {
             // A hash tree: the bucket from the directory; a full one stops
             // the step (the tree grows as a step of its own).
-            let index = match bucket_in_step(&bm, &held, tree_root, key) {
-                Ok(Parent::Held(index)) => index,
-                Ok(Parent::Optimistic(bucket)) => match bucket.upgrade() {
-                    Ok(guard) => {
-                        held.push(HeldLeaf::leaf(tree_root, guard));
-                        held.len() - 1
-                    }
-                    Err(e) => {
-                        roll_back(&mut held);
-                        return Err(e.into());
-                    }
-                },
-                Err(stop) => {
-                    roll_back(&mut held);
-                    return Err(stop);
-                }
-            };
+            let bucket = bucket_in_step(&bm, &held, tree_root, key);
+            let index = hold_found(&mut held, tree_root, bucket)?;
             // A B+-tree entry after this one descends afresh.
             last_leaf = None;
             let leaf = &mut held[index];
@@ -421,23 +406,10 @@ pub(crate) fn apply_step(
                 && tree::leaf_covers(Node::from_page(h.guard.page()), key)
         }) {
             Some(index) => index,
-            None => match leaf_in_step(&bm, &held, tree_root, key) {
-                Ok(Parent::Held(index)) => index,
-                Ok(Parent::Optimistic(leaf)) => match leaf.upgrade() {
-                    Ok(guard) => {
-                        held.push(HeldLeaf::leaf(tree_root, guard));
-                        held.len() - 1
-                    }
-                    Err(e) => {
-                        roll_back(&mut held);
-                        return Err(e.into());
-                    }
-                },
-                Err(stop) => {
-                    roll_back(&mut held);
-                    return Err(stop);
-                }
-            },
+            None => {
+                let leaf = leaf_in_step(&bm, &held, tree_root, key);
+                hold_found(&mut held, tree_root, leaf)?
+            }
         };
         last_leaf = Some(index);
         match value {
@@ -522,6 +494,29 @@ pub(crate) fn apply_step(
         found,
         underfull,
     })
+}
+
+/// The index in `held` of the leaf or bucket `found` names (of tree
+/// `tree_root`): one the step holds, or one it now latches exclusively.
+/// A stop (or a latch it cannot take) rolls the step back first.
+fn hold_found<'a>(
+    held: &mut Vec<HeldLeaf<'a>>,
+    tree_root: PageId,
+    found: std::result::Result<Parent<'a>, BatchStop>,
+) -> std::result::Result<usize, BatchStop> {
+    let stop = match found {
+        Ok(Parent::Held(index)) => return Ok(index),
+        Ok(Parent::Optimistic(page)) => match page.upgrade() {
+            Ok(guard) => {
+                held.push(HeldLeaf::leaf(tree_root, guard));
+                return Ok(held.len() - 1);
+            }
+            Err(e) => e.into(),
+        },
+        Err(stop) => stop,
+    };
+    roll_back(held);
+    Err(stop)
 }
 
 /// Saves the page's image before a change that may write anywhere in it

@@ -1205,6 +1205,21 @@ pub struct CheckReport {
     pub pages_leaked: u64,
 }
 
+/// A page a tree references, checked once: an error if it is page 0, free,
+/// or `seen` already holds it.
+fn claim_checked_page(
+    pid: PageId,
+    freed: &HashSet<PageId>,
+    seen: &mut HashSet<PageId>,
+) -> Result<()> {
+    if pid == 0 || freed.contains(&pid) || !seen.insert(pid) {
+        return Err(Error::Corrupt(format!(
+            "page {pid} is referenced twice, is page 0 or is free"
+        )));
+    }
+    Ok(())
+}
+
 /// Checks `tree`'s nodes (see [`Db::check_tree`]), adding its pages to
 /// `seen`: a page already there is an error.
 async fn check_shape(
@@ -1221,11 +1236,7 @@ async fn check_shape(
     let mut stack = vec![(tree.root, Vec::new(), Vec::new(), 0usize)];
     let mut shape = TreeShape::default();
     while let Some((pid, lower, upper, depth)) = stack.pop() {
-        if pid == 0 || freed.contains(&pid) || !seen.insert(pid) {
-            return Err(Error::Corrupt(format!(
-                "page {pid} is referenced twice, is page 0 or is free"
-            )));
-        }
+        claim_checked_page(pid, freed, seen)?;
         let report = run_op(&ctx.reads, |_| {
             tree::check_node(&ctx.inner.bm, pid, &lower, &upper)
         })
@@ -1266,11 +1277,7 @@ async fn check_hash_shape(
     // (page, is a directory page, hash prefix, prefix bits)
     let mut stack = vec![(root, true, 0u64, 0u32)];
     while let Some((pid, is_dir, prefix, bits)) = stack.pop() {
-        if pid == 0 || freed.contains(&pid) || !seen.insert(pid) {
-            return Err(Error::Corrupt(format!(
-                "page {pid} is referenced twice, is page 0 or is free"
-            )));
-        }
+        claim_checked_page(pid, freed, seen)?;
         let bm = &ctx.inner.bm;
         if is_dir {
             let report = run_op(&ctx.reads, |_| hash::check_dir(bm, pid, prefix, bits)).await?;
