@@ -6,7 +6,7 @@
 //! and once the checkpoint slots have room for a free list of every page,
 //! so deletes that free pages never need space for a checkpoint).
 
-use flashtree::db::{Db, Options};
+use flashtree::db::{Db, LogWrites, Options};
 use flashtree::io::sim::{SimConfig, SimDisk};
 use flashtree::io::Vfs;
 use std::path::{Path, PathBuf};
@@ -18,8 +18,9 @@ mod full;
 
 const STORE: &str = "/sim/store";
 
-fn options(disk: &Arc<SimDisk>) -> Options {
+fn options(disk: &Arc<SimDisk>, log_writes: LogWrites) -> Options {
     Options {
+        log_writes,
         pool_bytes: 48 * 4096,
         workers: 1,
         wal_bytes_per_worker: 1 << 20,
@@ -29,19 +30,31 @@ fn options(disk: &Arc<SimDisk>) -> Options {
     }
 }
 
-/// Fills a store on a file system of 20 MiB until a write fails with
-/// `Error::Full`, deletes the rows `deleted(written)` says, closes it or
-/// crashes (both, in turn), reopens it and checks every row and the store.
-/// `fill_the_rest`: another program then takes the file system's last
-/// bytes before the deletes. Returns the pages free before the close.
-fn fill_delete_reopen(seed: u64, fill_the_rest: bool, deleted: fn(u32) -> u32) -> u64 {
+/// A simulated disk of 20 MiB: the data file starts at 16 MiB, the logs
+/// take 1 MiB each.
+fn config_20_mib(seed: u64) -> SimConfig {
+    let mut config = SimConfig::new(seed);
+    config.space_bytes = 20 << 20;
+    config
+}
+
+/// Fills a store on a file system of `config`'s size until a write fails
+/// with `Error::Full`, deletes the rows below `deleted(written)`, closes it
+/// or crashes (both, in turn), reopens it and checks every row and the
+/// store. `fill_the_rest`: another program then takes the file system's
+/// last bytes before the deletes. Returns the most pages free before a
+/// close or crash.
+fn fill_delete_reopen(
+    config: SimConfig,
+    log_writes: LogWrites,
+    fill_the_rest: bool,
+    deleted: &dyn Fn(u32) -> u32,
+) -> u64 {
     let mut free_most = 0;
     for crash in [false, true] {
-        let mut config = SimConfig::new(seed);
-        // The data file starts at 16 MiB; the logs take 1 MiB each.
-        config.space_bytes = 20 << 20;
         let disk = SimDisk::new(config);
-        let db = Db::open(Path::new(STORE), options(&disk)).unwrap();
+        let options = || options(&disk, log_writes);
+        let db = Db::open(Path::new(STORE), options()).unwrap();
         let t = db.tree("t").unwrap();
         let written = full::fill_until_full(&db, t);
         if fill_the_rest {
@@ -58,7 +71,7 @@ fn fill_delete_reopen(seed: u64, fill_the_rest: bool, deleted: fn(u32) -> u32) -
         } else {
             db.close().unwrap();
         }
-        let db = Db::open(Path::new(STORE), options(&disk))
+        let db = Db::open(Path::new(STORE), options())
             .unwrap_or_else(|e| panic!("reopen after a full disk (crash: {crash}): {e}"));
         let t = db.tree("t").unwrap();
         for i in (0..kept_from).step_by(7) {
@@ -79,7 +92,9 @@ fn fill_delete_reopen(seed: u64, fill_the_rest: bool, deleted: fn(u32) -> u32) -
 
 #[test]
 fn a_full_file_system_refuses_writes_and_the_store_reopens_after_close_or_crash() {
-    fill_delete_reopen(11, false, |written| written / 4);
+    fill_delete_reopen(config_20_mib(11), LogWrites::Auto, false, &|written| {
+        written / 4
+    });
 }
 
 /// Takes every byte the simulated file system has left, as another
@@ -104,6 +119,42 @@ fn deletes_on_a_full_file_system_free_pages_without_space_for_checkpoints() {
     // Freeing most pages makes the checkpoints' free list many times longer
     // than any checkpoint's before (a few pages, far from all of the file
     // system's last chunk); close and recovery write one.
-    let free = fill_delete_reopen(12, true, |written| written - written / 8);
+    let free = fill_delete_reopen(config_20_mib(12), LogWrites::Auto, true, &|written| {
+        written - written / 8
+    });
     assert!(free > 2000, "only {free} pages free");
+}
+
+/// Full file systems of other sizes (the fill stops at another point of
+/// the last chunk), each log-write mode, both ways of syncing the log, and
+/// a few more rows deleted. `cargo test` runs 2 seeds; any number:
+/// `FLASHTREE_SPACE_SEEDS=300 cargo test --release -p flashtree --test space -- full_file_systems_of_many_sizes`
+/// (`FLASHTREE_SPACE_FIRST_SEED` picks the first). A failure names its
+/// seed and the command that replays it.
+#[test]
+fn full_file_systems_of_many_sizes() {
+    let env = |name: &str, default: u64| {
+        std::env::var(name)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(default)
+    };
+    let first = env("FLASHTREE_SPACE_FIRST_SEED", 0);
+    for seed in first..first + env("FLASHTREE_SPACE_SEEDS", 2) {
+        let mut config = config_20_mib(seed);
+        config.space_bytes += (seed % 17) * 12 * 1024;
+        config.log_writes_then_sync = (seed / 3) % 2 == 1;
+        let log_writes =
+            [LogWrites::Auto, LogWrites::Inline, LogWrites::Channel][(seed % 3) as usize];
+        let run = std::panic::catch_unwind(|| {
+            fill_delete_reopen(config, log_writes, false, &|written| {
+                written / 4 + (seed % 5) as u32
+            })
+        });
+        if run.is_err() {
+            panic!(
+                "seed {seed} failed; replay: FLASHTREE_SPACE_FIRST_SEED={seed} FLASHTREE_SPACE_SEEDS=1 cargo test --release -p flashtree --test space -- full_file_systems_of_many_sizes --nocapture"
+            );
+        }
+    }
 }

@@ -371,16 +371,9 @@ pub(crate) fn apply_step(
                         roll_back(&mut held);
                         return Err(BatchStop::HashFull { entry: i });
                     }
-                    let footprint = n.insert_footprint(slot, key, value.len());
-                    save_footprint(leaf, footprint.as_ref());
-                    let pid = leaf.guard.pid();
-                    let inserted =
-                        Node::from_page_mut(leaf.guard.page_mut()).insert_found(slot, key, value);
-                    if inserted.is_err() {
+                    if let Err(stop) = insert_saved(leaf, slot, key, value) {
                         roll_back(&mut held);
-                        return Err(BatchStop::Fatal(Error::Corrupt(format!(
-                            "page {pid}: insert failed after the space check"
-                        ))));
+                        return Err(stop);
                     }
                 }
                 None => {
@@ -440,17 +433,9 @@ pub(crate) fn apply_step(
                     }
                     continue; // entry i again, into the right half
                 }
-                let footprint = n.insert_footprint(slot, key, value.len());
-                let leaf = &mut held[index];
-                save_footprint(leaf, footprint.as_ref());
-                let pid = leaf.guard.pid();
-                let inserted =
-                    Node::from_page_mut(leaf.guard.page_mut()).insert_found(slot, key, value);
-                if inserted.is_err() {
+                if let Err(stop) = insert_saved(&mut held[index], slot, key, value) {
                     roll_back(&mut held);
-                    return Err(BatchStop::Fatal(Error::Corrupt(format!(
-                        "page {pid}: insert failed after the space check"
-                    ))));
+                    return Err(stop);
                 }
             }
             None => {
@@ -494,6 +479,27 @@ pub(crate) fn apply_step(
         found,
         underfull,
     })
+}
+
+/// Inserts `key` = `value` at `slot` (from `lower_bound`; the space was
+/// checked) into the held leaf or bucket, saving the bytes it overwrites
+/// first.
+fn insert_saved(
+    leaf: &mut HeldLeaf<'_>,
+    slot: (usize, bool),
+    key: &[u8],
+    value: &[u8],
+) -> std::result::Result<(), BatchStop> {
+    let footprint = Node::from_page(leaf.guard.page()).insert_footprint(slot, key, value.len());
+    save_footprint(leaf, footprint.as_ref());
+    let pid = leaf.guard.pid();
+    Node::from_page_mut(leaf.guard.page_mut())
+        .insert_found(slot, key, value)
+        .map_err(|_| {
+            BatchStop::Fatal(Error::Corrupt(format!(
+                "page {pid}: insert failed after the space check"
+            )))
+        })
 }
 
 /// The index in `held` of the leaf or bucket `found` names (of tree
