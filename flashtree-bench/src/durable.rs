@@ -61,6 +61,12 @@ pub struct CommitArgs {
     /// or channel (always through its io_uring channel).
     #[arg(long, default_value = "auto")]
     pub log_writes: flashtree::db::LogWrites,
+    /// Rounds of the latency comparison: each measures the device's 4 KiB
+    /// write+fdatasync, then the open loop, then the device under the open
+    /// loop's arrivals; the report gives each round's p99 ratio and their
+    /// median (this machine's sync latency swings between phases).
+    #[arg(long, default_value_t = 1)]
+    pub rounds: usize,
     /// Print one JSON object per result instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -86,6 +92,9 @@ struct CommitRow {
     log_bytes_per_commit: f64,
     /// Checkpoints completed during the phase.
     checkpoints: u64,
+    /// Open loop: p99 of how late a commit's task started after its
+    /// scheduled time (part of its latency; 0 in other phases).
+    start_late_us_p99: f64,
 }
 
 fn histogram() -> Histogram<u64> {
@@ -98,12 +107,23 @@ thread_local! {
     /// make each record a cache miss, and the harness the bottleneck).
     static WORKER_LATENCIES: std::cell::RefCell<Option<Histogram<u64>>> =
         const { std::cell::RefCell::new(None) };
+    /// Open loop: how late each commit's task started after its scheduled
+    /// time, per worker thread.
+    static WORKER_START_LATE: std::cell::RefCell<Option<Histogram<u64>>> =
+        const { std::cell::RefCell::new(None) };
 }
 
 fn record_latency(latency: Duration) {
     WORKER_LATENCIES.with_borrow_mut(|h| {
         h.get_or_insert_with(histogram)
             .saturating_record(latency.as_nanos() as u64)
+    });
+}
+
+fn record_start_late(late: Duration) {
+    WORKER_START_LATE.with_borrow_mut(|h| {
+        h.get_or_insert_with(histogram)
+            .saturating_record(late.as_nanos() as u64)
     });
 }
 
@@ -129,6 +149,7 @@ fn commit_phase(
     let tree = db.tree("commits").map_err(|e| e.to_string())?;
     let stop = Arc::new(AtomicBool::new(false));
     let histograms = Arc::new(Mutex::new(Vec::new()));
+    let late_histograms = Arc::new(Mutex::new(Vec::new()));
     let next = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(Mutex::new(Vec::new()));
     let before = db.stats();
@@ -138,18 +159,21 @@ fn commit_phase(
     let keys = args.keys;
     let bar = progress_bar((args.seconds * 10.0) as u64, phase);
     std::thread::scope(|scope| {
-        let (stop_, histograms_, next_, errors_) = (
+        let (stop_, histograms_, late_, next_, errors_) = (
             stop.clone(),
             histograms.clone(),
+            late_histograms.clone(),
             next.clone(),
             errors.clone(),
         );
         let runner = scope.spawn(move || {
-            let (stop, histograms, next, errors) = (stop_, histograms_, next_, errors_);
+            let (stop, histograms, late_histograms, next, errors) =
+                (stop_, histograms_, late_, next_, errors_);
             db.run(tasks, move |ctx: TaskCtx| {
-                let (stop, histograms, next, errors) = (
+                let (stop, histograms, late_histograms, next, errors) = (
                     stop.clone(),
                     histograms.clone(),
+                    late_histograms.clone(),
                     next.clone(),
                     errors.clone(),
                 );
@@ -168,6 +192,7 @@ fn commit_phase(
                                     break;
                                 }
                                 flashtree::sched::sleep_until(due).await;
+                                record_start_late(due.elapsed());
                                 due
                             }
                             None => Instant::now(),
@@ -186,6 +211,9 @@ fn commit_phase(
                     // far; the last one to end takes the rest.
                     if let Some(h) = WORKER_LATENCIES.take() {
                         histograms.lock().unwrap().push(h);
+                    }
+                    if let Some(h) = WORKER_START_LATE.take() {
+                        late_histograms.lock().unwrap().push(h);
                     }
                 }
             })
@@ -210,6 +238,10 @@ fn commit_phase(
         all.add(h).map_err(|e| e.to_string())?;
     }
     let commits = all.len();
+    let mut late = histogram();
+    for h in late_histograms.lock().unwrap().iter() {
+        late.add(h).map_err(|e| e.to_string())?;
+    }
     let syncs = after.log_syncs - before.log_syncs;
     let us = |q: f64| all.value_at_quantile(q) as f64 / 1000.0;
     Ok(CommitRow {
@@ -226,6 +258,7 @@ fn commit_phase(
         log_bytes_per_commit: (after.log_record_bytes - before.log_record_bytes) as f64
             / commits.max(1) as f64,
         checkpoints: after.checkpoints - before.checkpoints,
+        start_late_us_p99: late.value_at_quantile(0.99) as f64 / 1000.0,
     })
 }
 
@@ -315,6 +348,7 @@ fn device_row(
         cpu_us_per_commit: cpu_s * 1e6 / h.len().max(1) as f64,
         log_bytes_per_commit,
         checkpoints: 0,
+        start_late_us_p99: 0.0,
     }
 }
 
@@ -392,9 +426,9 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
     .map_err(usage_error)?;
     let valid =
         args.seconds > 0.0 && args.open_loop_fraction > 0.0 && args.open_loop_fraction <= 1.0;
-    if !valid {
+    if !valid || args.rounds == 0 {
         return Err(usage_error(
-            "--seconds must be > 0 and --open-loop-fraction in (0, 1]",
+            "--seconds must be > 0, --open-loop-fraction in (0, 1] and --rounds at least 1",
         ));
     }
     let pool_bytes = parse_size_bytes(&args.pool).map_err(usage_error)?;
@@ -420,32 +454,40 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
         )?);
     }
     let best = rows.iter().map(|r| r.commits_per_sec).fold(0.0, f64::max);
-    let device = device_write_sync(&args.path, args.seconds)?;
     let rate = best * args.open_loop_fraction;
-    rows.push(commit_phase(
-        &db,
-        &args,
-        &format!("open loop {:.0}/s", rate),
-        args.open_loop_tasks.max(1),
-        Some(rate),
-    )?);
-    let ideal = device_group_commit(
-        &args.path,
-        args.seconds,
-        rate,
-        rows[rows.len() - 1].log_bytes_per_commit,
-    )?;
-    rows.push(device);
-    rows.push(ideal);
-    db.close().map_err(|e| e.to_string())?;
-    let _ = std::fs::remove_dir_all(&args.path);
     let first = &rows[0];
     let group_ratio = rows[task_counts.len() - 1].commits_per_sec / first.commits_per_sec;
-    let open_row = &rows[rows.len() - 3];
-    let device_row = &rows[rows.len() - 2];
-    let ideal_row = &rows[rows.len() - 1];
-    let p99_ratio = open_row.lat_us_p99 / device_row.lat_us_p99;
-    let ideal_p99_ratio = open_row.lat_us_p99 / ideal_row.lat_us_p99;
+    // Per round: the open loop's p99 over the device's p99 at queue depth
+    // 1, and over the device's under the same arrivals.
+    let mut ratios: Vec<(f64, f64)> = Vec::new();
+    for round in 1..=args.rounds {
+        let suffix = if args.rounds > 1 {
+            format!(" #{round}")
+        } else {
+            String::new()
+        };
+        let mut device = device_write_sync(&args.path, args.seconds)?;
+        device.phase.push_str(&suffix);
+        let open = commit_phase(
+            &db,
+            &args,
+            &format!("open loop {rate:.0}/s{suffix}"),
+            args.open_loop_tasks.max(1),
+            Some(rate),
+        )?;
+        let mut ideal =
+            device_group_commit(&args.path, args.seconds, rate, open.log_bytes_per_commit)?;
+        ideal.phase.push_str(&suffix);
+        ratios.push((
+            open.lat_us_p99 / device.lat_us_p99,
+            open.lat_us_p99 / ideal.lat_us_p99,
+        ));
+        rows.extend([device, open, ideal]);
+    }
+    db.close().map_err(|e| e.to_string())?;
+    let _ = std::fs::remove_dir_all(&args.path);
+    let (p99_ratio, p99_min, p99_max) = median_min_max(ratios.iter().map(|r| r.0));
+    let (ideal_p99_ratio, _, _) = median_min_max(ratios.iter().map(|r| r.1));
     if args.json {
         for row in &rows {
             println!("{}", serde_json::to_string(row).map_err(|e| e.to_string())?);
@@ -455,13 +497,18 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
             serde_json::json!({
                 "log_writes": args.log_writes.name(),
                 "group_commit_ratio": group_ratio,
+                "rounds": args.rounds,
                 "open_loop_p99_over_device_p99": p99_ratio,
+                "open_loop_p99_over_device_p99_min": p99_min,
+                "open_loop_p99_over_device_p99_max": p99_max,
+                "open_loop_p99_over_device_p99_rounds":
+                    ratios.iter().map(|r| r.0).collect::<Vec<_>>(),
                 "open_loop_p99_over_device_open_loop_p99": ideal_p99_ratio,
             })
         );
     } else {
         println!(
-            "{:<30} {:>6} {:>11} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9} {:>10} {:>6}",
+            "{:<34} {:>6} {:>11} {:>10} {:>10} {:>9} {:>9} {:>10} {:>9} {:>10} {:>6} {:>11}",
             "phase",
             "tasks",
             "commits/s",
@@ -472,11 +519,12 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
             "p99.9 µs",
             "CPU µs",
             "log B/cmt",
-            "ckpts"
+            "ckpts",
+            "late p99 µs"
         );
         for r in &rows {
             println!(
-                "{:<30} {:>6} {:>11.0} {:>10.0} {:>10.1} {:>9.0} {:>9.0} {:>10.0} {:>9.1} {:>10.0} {:>6}",
+                "{:<34} {:>6} {:>11.0} {:>10.0} {:>10.1} {:>9.0} {:>9.0} {:>10.0} {:>9.1} {:>10.0} {:>6} {:>11.0}",
                 r.phase,
                 r.tasks,
                 r.commits_per_sec,
@@ -487,14 +535,25 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
                 r.lat_us_p999,
                 r.cpu_us_per_commit,
                 r.log_bytes_per_commit,
-                r.checkpoints
+                r.checkpoints,
+                r.start_late_us_p99
             );
         }
+        let per_round = ratios
+            .iter()
+            .map(|r| format!("{:.2}", r.0))
+            .collect::<Vec<_>>()
+            .join(", ");
         println!(
-            "log writes {}; group commit: {} tasks reach {group_ratio:.1}x the commits/s of {} task(s); open-loop p99 is {p99_ratio:.2}x the device's 4 KiB write+fdatasync p99 (queue depth 1), {ideal_p99_ratio:.2}x the device's under the same arrivals (one thread writing and syncing back to back)",
+            "log writes {}; group commit: {} tasks reach {group_ratio:.1}x the commits/s of {} task(s); \
+             open-loop p99 is {p99_ratio:.2}x the device's 4 KiB write+fdatasync p99 (queue depth 1; \
+             median of {} round(s): {per_round}; min {p99_min:.2}, max {p99_max:.2}), \
+             {ideal_p99_ratio:.2}x the device's under the same arrivals (one thread writing and syncing back to back; median); \
+             late p99: how late the open loop's tasks started",
             args.log_writes.name(),
             task_counts[task_counts.len() - 1],
-            task_counts[0]
+            task_counts[0],
+            args.rounds,
         );
     }
     std::fs::create_dir_all(&args.out_dir).map_err(|e| e.to_string())?;
@@ -524,6 +583,17 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
         println!("plot: {}", png.display());
     }
     Ok(())
+}
+
+/// The median (the lower middle of an even count), min and max of
+/// `values` (NaN for none).
+fn median_min_max(values: impl Iterator<Item = f64>) -> (f64, f64, f64) {
+    let mut v: Vec<f64> = values.collect();
+    if v.is_empty() {
+        return (f64::NAN, f64::NAN, f64::NAN);
+    }
+    v.sort_by(f64::total_cmp);
+    (v[(v.len() - 1) / 2], v[0], v[v.len() - 1])
 }
 
 /// `flashtree bench recover`.
