@@ -3,7 +3,9 @@
 //! it with SIGKILL at a random moment, reopens the store and checks that
 //! the store holds exactly the batches before some point that is not before
 //! the last acknowledged one (all of a batch or none of it), then lets the
-//! next child go on from there. Each child writes its log one of the three
+//! next child go on from there. The last of the trees is a hash tree
+//! (`Db::hash_tree`), and batches mix it with the B+-trees. Each child
+//! writes its log one of the three
 //! ways (`LogWrites::Auto`, `Inline` or `Channel`), picked at random per
 //! kill.
 //!
@@ -16,7 +18,7 @@
 //! (`FLASHTREE_KILL_SEED` picks the seed; a failure prints the command that
 //! replays its series).
 
-use flashtree::db::{Db, LogWrites, Options, ScanDirection, Tree, WriteBatch, WriteOptions};
+use flashtree::db::{Db, LogWrites, Options, Tree, WriteBatch, WriteOptions};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::collections::BTreeMap;
@@ -24,11 +26,13 @@ use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
+mod common;
 #[path = "common/loops.rs"]
 mod loops;
 
 const CHILD_ENV: &str = "FLASHTREE_KILL_CHILD";
-const TREES: usize = 3;
+/// Trees of the store: B+-trees `t0`, `t1`, `t2` and the hash tree `h3`.
+const TREES: usize = 4;
 const KEYS: u32 = 3000;
 
 fn options() -> Options {
@@ -77,20 +81,13 @@ fn apply(model: &mut Model, seed: u64, n: u64) {
 }
 
 fn trees(db: &Db) -> Vec<Tree> {
-    (0..TREES)
-        .map(|t| db.tree(&format!("t{t}")).unwrap())
-        .collect()
+    common::trees_with_hash(db, TREES).unwrap()
 }
 
+/// Every tree's contents (a hash tree's by a lookup of every key the
+/// batches use: it has no ordered scan).
 fn contents(db: &Db) -> Model {
-    trees(db)
-        .into_iter()
-        .map(|t| {
-            db.range(t, None, ScanDirection::Forward)
-                .map(|e| e.unwrap())
-                .collect()
-        })
-        .collect()
+    common::contents_probing(db, &trees(db), KEYS).unwrap()
 }
 
 /// Opens the store at `target`: a directory, or block devices joined
