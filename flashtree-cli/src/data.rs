@@ -304,6 +304,28 @@ pub fn delete(args: DeleteArgs) -> Result<(), String> {
     }
 }
 
+/// Every entry of `tree`: a B+-tree's in key order, a hash tree's in hash
+/// order (it has no key order); `visit` returns false to stop.
+fn for_each_entry(
+    db: &Db,
+    tree: Tree,
+    mut visit: impl FnMut(&[u8], &[u8]) -> Result<bool, String>,
+) -> Result<(), String> {
+    if !tree.is_hash() {
+        return for_each_in_range(db, tree, None, None, false, visit);
+    }
+    let mut failed = None;
+    db.hash_entries(tree, |k, v| match visit(k, v) {
+        Ok(more) => more,
+        Err(e) => {
+            failed = Some(e);
+            false
+        }
+    })
+    .map_err(|e| e.to_string())?;
+    failed.map_or(Ok(()), Err)
+}
+
 /// Visits the records of `tree` with keys in `[from, to)`, in key order or
 /// reverse key order, until `visit` returns false.
 fn for_each_in_range(
@@ -381,9 +403,12 @@ pub fn scan(args: ScanArgs) -> Result<(), String> {
 }
 
 /// One record as a JSON object of `dump` and `load`.
-fn record_json(tree: &str, key: &[u8], value: &[u8]) -> serde_json::Value {
+fn record_json(tree: &str, hash: bool, key: &[u8], value: &[u8]) -> serde_json::Value {
     let mut o = serde_json::Map::new();
     o.insert("tree".into(), tree.into());
+    if hash {
+        o.insert("kind".into(), "hash".into());
+    }
     for (name, bytes) in [("key", key), ("value", value)] {
         match std::str::from_utf8(bytes) {
             Ok(s) => o.insert(name.into(), s.into()),
@@ -393,8 +418,16 @@ fn record_json(tree: &str, key: &[u8], value: &[u8]) -> serde_json::Value {
     serde_json::Value::Object(o)
 }
 
-/// The (tree, key, value) of a record line of `load`.
-fn parse_record(line: &str) -> Result<(String, Vec<u8>, Vec<u8>), String> {
+/// A record line of `load`: its tree, whether the tree is a hash tree
+/// (`"kind": "hash"`; absent or `"btree"`: a B+-tree), key and value.
+struct Record {
+    tree: String,
+    hash: bool,
+    key: Vec<u8>,
+    value: Vec<u8>,
+}
+
+fn parse_record(line: &str) -> Result<Record, String> {
     let v: serde_json::Value = serde_json::from_str(line).map_err(|e| e.to_string())?;
     let o = v.as_object().ok_or("not a JSON object")?;
     let tree = o
@@ -402,6 +435,14 @@ fn parse_record(line: &str) -> Result<(String, Vec<u8>, Vec<u8>), String> {
         .and_then(|t| t.as_str())
         .ok_or("no \"tree\" string")?
         .to_string();
+    let hash = match o.get("kind") {
+        None => false,
+        Some(k) => match k.as_str() {
+            Some("hash") => true,
+            Some("btree") => false,
+            _ => return Err(format!("\"kind\" is {k}, not \"hash\" or \"btree\"")),
+        },
+    };
     let field = |name: &str| -> Result<Vec<u8>, String> {
         match (o.get(name), o.get(&format!("{name}_hex"))) {
             (Some(s), None) => s
@@ -418,7 +459,31 @@ fn parse_record(line: &str) -> Result<(String, Vec<u8>, Vec<u8>), String> {
     };
     let key = field("key")?;
     let value = field("value")?;
-    Ok((tree, key, value))
+    Ok(Record {
+        tree,
+        hash,
+        key,
+        value,
+    })
+}
+
+/// Tree `name` of the kind a record names, created if missing; a tree
+/// that exists with the other kind is an error.
+fn tree_of_kind(db: &Db, name: &str, hash: bool) -> Result<Tree, String> {
+    let tree = if hash {
+        db.hash_tree(name)
+    } else {
+        db.tree(name)
+    }
+    .map_err(|e| e.to_string())?;
+    if tree.is_hash() != hash {
+        return Err(format!(
+            "tree {name:?} exists as a {}, the input says it is a {}",
+            if tree.is_hash() { "hash tree" } else { "B+-tree" },
+            if hash { "hash tree" } else { "B+-tree" },
+        ));
+    }
+    Ok(tree)
 }
 
 /// `flashtree dump DIR > file.jsonl`.
@@ -434,8 +499,9 @@ pub fn dump(args: DumpArgs) -> Result<(), String> {
     let mut out = std::io::BufWriter::new(stdout.lock());
     for name in &names {
         let tree = existing_tree(&db, dir, name)?;
-        for_each_in_range(&db, tree, None, None, false, |k, v| {
-            serde_json::to_writer(&mut out, &record_json(name, k, v))
+        let hash = tree.is_hash();
+        for_each_entry(&db, tree, |k, v| {
+            serde_json::to_writer(&mut out, &record_json(name, hash, k, v))
                 .map_err(|e| format!("writing the output: {e}"))?;
             out.write_all(b"\n")
                 .map_err(|e| format!("writing the output: {e}"))?;
@@ -499,13 +565,16 @@ pub fn load(args: LoadArgs) -> Result<(), String> {
         if line.trim().is_empty() {
             continue;
         }
-        let (name, key, value) =
-            parse_record(&line).map_err(|e| format!("{input_name}: line {}: {e}", n + 1))?;
+        let Record {
+            tree: name,
+            hash,
+            key,
+            value,
+        } = parse_record(&line).map_err(|e| format!("{input_name}: line {}: {e}", n + 1))?;
         let tree = match trees.get(&name) {
-            Some(&t) => t,
-            None => {
-                let t = db
-                    .tree(&name)
+            Some(&t) if t.is_hash() == hash => t,
+            _ => {
+                let t = tree_of_kind(&db, &name, hash)
                     .map_err(|e| format!("{input_name}: line {}: {e}", n + 1))?;
                 trees.insert(name, t);
                 t
@@ -563,7 +632,16 @@ fn bulk_load_trees(
             }
             return Some(
                 parse_record(&line)
-                    .map(|(t, k, v)| (n, t, k, v))
+                    .and_then(|r| {
+                        if r.hash {
+                            Err(format!(
+                                "tree {:?} is a hash tree: load it without --bulk (a hash tree has no key order to build from)",
+                                r.tree
+                            ))
+                        } else {
+                            Ok((n, r.tree, r.key, r.value))
+                        }
+                    })
                     .map_err(|e| format!("{input_name}: line {}: {e}", n + 1)),
             );
         }
@@ -718,14 +796,11 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
     for (name, shape) in &report.trees {
         let tree = existing_tree(&db, dir, name)?;
         let mut key_value_bytes = 0u64;
-        // A hash tree has no scan: its bytes are not counted (0).
-        if !tree.is_hash() {
-            for_each_in_range(&db, tree, None, None, false, |k, v| {
-                key_value_bytes += (k.len() + v.len()) as u64;
-                Ok(true)
-            })
-            .map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
-        }
+        for_each_entry(&db, tree, |k, v| {
+            key_value_bytes += (k.len() + v.len()) as u64;
+            Ok(true)
+        })
+        .map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
         trees.push(TreeStats {
             name: name.clone(),
             records: shape.entries,

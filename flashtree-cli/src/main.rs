@@ -41,11 +41,13 @@ enum Command {
     /// `key<TAB>value` line each. Example: flashtree scan ./store --tree users --from a --limit 10
     Scan(data::ScanArgs),
     /// Write every record (or those of --tree) as JSON lines:
-    /// {"tree":…,"key":…,"value":…}. Example: flashtree dump ./store > store.jsonl
+    /// {"tree":…,"key":…,"value":…}, B+-trees in key order; a hash tree's
+    /// records, in hash order, also carry "kind":"hash". Example: flashtree dump ./store > store.jsonl
     Dump(data::DumpArgs),
     /// Read JSON lines (as `dump` writes them) into a store, creating it and
-    /// its trees as needed, in atomic durable batches, or with --bulk into
-    /// empty trees built bottom-up. Example: flashtree load ./copy --bulk < store.jsonl
+    /// its trees as needed (a record with "kind":"hash" makes its tree a hash
+    /// tree), in atomic durable batches, or with --bulk into empty B+-trees
+    /// built bottom-up. Example: flashtree load ./copy --bulk < store.jsonl
     Load(data::LoadArgs),
     /// Check a store and report its trees, records, pages by kind, leaf fill
     /// and file sizes. Example: flashtree stats ./store --json

@@ -161,6 +161,14 @@ fn contents(store: &Path) -> BTreeMap<(String, Vec<u8>), Vec<u8>> {
     let mut all = BTreeMap::new();
     for name in db.tree_names() {
         let t = db.tree(&name).unwrap();
+        if t.is_hash() {
+            db.hash_entries(t, |k, v| {
+                all.insert((format!("{name} (hash)"), k.to_vec()), v.to_vec());
+                true
+            })
+            .unwrap();
+            continue;
+        }
         for entry in db.range(t, None, flashtree::db::ScanDirection::Forward) {
             let (k, v) = entry.unwrap();
             all.insert((name.clone(), k), v);
@@ -168,6 +176,74 @@ fn contents(store: &Path) -> BTreeMap<(String, Vec<u8>), Vec<u8>> {
     }
     db.close().unwrap();
     all
+}
+
+#[test]
+fn dump_and_load_keep_hash_trees_hash_trees() {
+    let tmp = tempfile::tempdir().unwrap();
+    let source = tmp.path().join("source");
+    let db = Db::open(&source, store_options()).unwrap();
+    let (b, h) = (db.tree("b").unwrap(), db.hash_tree("h").unwrap());
+    let mut batch = WriteBatch::new();
+    for i in 0..3000u32 {
+        // Text and binary keys and values, in both trees.
+        let key = if i % 2 == 0 {
+            format!("k{i}").into_bytes()
+        } else {
+            vec![0xFE, (i >> 8) as u8, i as u8]
+        };
+        let value = if i % 3 == 0 {
+            vec![0x80, i as u8]
+        } else {
+            format!("v{i}").into_bytes()
+        };
+        batch.put(if i % 4 == 0 { b } else { h }, &key, &value).unwrap();
+        if batch.len() == 200 {
+            db.write(&batch, WriteOptions::default()).unwrap();
+            batch.clear();
+        }
+    }
+    db.write(&batch, WriteOptions::default()).unwrap();
+    db.close().unwrap();
+    let before = contents(&source);
+    assert_eq!(before.len(), 3000);
+    let dumped = ok(&flashtree(&["dump", dir_str(&source)]));
+    let hash_lines = dumped
+        .lines()
+        .filter(|l| l.contains(r#""kind":"hash""#))
+        .count();
+    assert_eq!((dumped.lines().count(), hash_lines), (3000, 2250));
+    let copy = tmp.path().join("copy");
+    ok(&flashtree_with_input(&["load", dir_str(&copy)], dumped.as_bytes()));
+    assert_eq!(contents(&copy), before, "the copy's h is a hash tree with the same entries");
+    let stats: serde_json::Value =
+        serde_json::from_str(&ok(&flashtree(&["stats", dir_str(&copy), "--json"]))).unwrap();
+    let trees = stats["trees"].as_array().unwrap();
+    let h_stats = trees.iter().find(|t| t["name"] == "h").unwrap();
+    assert_eq!(h_stats["records"], 2250);
+    assert!(h_stats["key_value_bytes"].as_u64().unwrap() > 2250 * 4, "{stats}");
+    // --bulk cannot build a hash tree: one clear line naming it.
+    let file = tmp.path().join("dump.jsonl");
+    std::fs::write(&file, &dumped).unwrap();
+    let bulk = flashtree(&[
+        "load",
+        dir_str(&tmp.path().join("bulk")),
+        "--bulk",
+        "--input",
+        file.to_str().unwrap(),
+    ]);
+    assert!(err(&bulk).contains("hash tree"), "{bulk:?}");
+    // A record of a hash tree into a B+-tree of the same name.
+    let clash = flashtree_with_input(
+        &["load", dir_str(&copy)],
+        br#"{"tree":"b","kind":"hash","key":"x","value":"y"}"#,
+    );
+    assert!(err(&clash).contains("exists as a B+-tree"), "{clash:?}");
+    let bad_kind = flashtree_with_input(
+        &["load", dir_str(&copy)],
+        br#"{"tree":"b","kind":"lsm","key":"x","value":"y"}"#,
+    );
+    assert!(err(&bad_kind).contains("kind"), "{bad_kind:?}");
 }
 
 #[test]

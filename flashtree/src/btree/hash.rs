@@ -817,6 +817,82 @@ pub fn root_is_hash(bm: &BufferManager, root: PageId) -> OpResult<bool> {
     Ok(kind == PAGE_KIND_HASH_DIR)
 }
 
+/// Appends to `out` the entries of the bucket that holds hash `h` in the
+/// hash tree rooted at `root` (read under optimistic latches, appended
+/// once the bucket validated), and returns the first hash past that
+/// bucket's range: `None` when the range reaches the end of the hash
+/// space. A walk from hash 0 until `None` reads every bucket once, and
+/// each step reads one bucket's whole hash range at one moment, so an
+/// entry present throughout the walk is returned exactly once whatever
+/// splits and directory changes run meanwhile. On a restart the caller
+/// clears `out` and calls again.
+pub fn bucket_entries_at(
+    bm: &BufferManager,
+    root: PageId,
+    h: u64,
+    out: &mut Vec<(Vec<u8>, Vec<u8>)>,
+) -> OpResult<Option<u64>> {
+    let mut dir = bm.fix_optimistic(root)?;
+    for _ in 0..MAX_LEVELS {
+        let target = dir_step(&dir, h)?;
+        // The aligned run of slots holding the target: the bits of the
+        // hash that all of the target's hashes share.
+        let (_, width, start) = racy_header(&dir);
+        let width = width.min(MAX_WIDTH_BITS);
+        let i = slot_index(h, start, width);
+        let mut k = 0;
+        while k < width {
+            let size = 1usize << (k + 1);
+            let first = i & !(size - 1);
+            if (first..first + size).all(|j| racy_slot(&dir, j) == target) {
+                k += 1;
+            } else {
+                break;
+            }
+        }
+        dir.check()?;
+        match target {
+            Target::Dir(pid) => {
+                let next = bm.fix_optimistic(pid)?;
+                dir.check()?;
+                dir = next;
+            }
+            Target::Bucket(pid) => {
+                let bucket = bm.fix_optimistic(pid)?;
+                dir.check()?;
+                let n = NodeView::new(bucket.racy_page());
+                let is_leaf = n.is_leaf();
+                // A torn read may give any count; a page holds fewer.
+                let count = n.count().min(PAGE_SIZE);
+                let from = out.len();
+                for slot in 0..count {
+                    let (mut key, mut value) = (Vec::new(), Vec::new());
+                    n.key_into(slot, &mut key);
+                    n.value_into(slot, &mut value);
+                    out.push((key, value));
+                }
+                if let Err(e) = bucket.check() {
+                    out.truncate(from);
+                    return Err(e.into());
+                }
+                if !is_leaf {
+                    return Err(corrupt(
+                        pid,
+                        "a directory slot names a page that is not a bucket",
+                    ));
+                }
+                // The bucket covers the hashes whose first `bits` bits are
+                // those of `h` (`start + width <= 64`: `dir_step`).
+                let bits = (start + width).min(64) - k;
+                let shift = 64 - bits;
+                let past = ((u128::from(h) >> shift) + 1) << shift;
+                return Ok(u64::try_from(past).ok());
+            }
+        }
+    }
+    Err(corrupt(root, "no bucket within 64 directory levels"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

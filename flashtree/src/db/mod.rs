@@ -961,6 +961,53 @@ impl Db {
         })?
     }
 
+    /// Every entry of hash tree `tree`, in hash order (no key order),
+    /// handed to `f(key, value)` on the calling thread; `f` returns false
+    /// to stop. For dumps and copies of a hash tree, which has no scan.
+    /// An entry present for the whole call is handed over exactly once,
+    /// even while other threads write to the tree (each step reads one
+    /// bucket's range of hashes at one moment); entries put or deleted
+    /// meanwhile may or may not be. A B+-tree is `Error::Unsupported`
+    /// (scan it with [`Db::range`]).
+    pub fn hash_entries(&self, tree: Tree, mut f: impl FnMut(&[u8], &[u8]) -> bool) -> Result<()> {
+        if !tree.hash {
+            return Err(Error::Unsupported(format!(
+                "the tree rooted at page {} is a B+-tree: scan it in key order instead",
+                tree.root
+            )));
+        }
+        /// Entries one call to a worker collects at most (about).
+        const STEP_ENTRIES: usize = 4096;
+        let mut from = Some(0u64);
+        while let Some(h) = from {
+            let (entries, next) = self.call(0, move |ctx| async move {
+                let bm = &ctx.inner.bm;
+                let mut entries = Vec::new();
+                let mut at = Some(h);
+                while let Some(h) = at {
+                    if entries.len() >= STEP_ENTRIES {
+                        break;
+                    }
+                    let mut bucket = Vec::new();
+                    at = run_op(&ctx.reads, |_| {
+                        bucket.clear();
+                        hash::bucket_entries_at(bm, tree.root, h, &mut bucket)
+                    })
+                    .await?;
+                    entries.append(&mut bucket);
+                }
+                Ok::<_, Error>((entries, at))
+            })??;
+            for (key, value) in &entries {
+                if !f(key, value) {
+                    return Ok(());
+                }
+            }
+            from = next;
+        }
+        Ok(())
+    }
+
     /// Checks the whole store, as `flashtree check` does: every tree (see
     /// [`Db::check_tree`]; every page is read, so its checksum is
     /// verified), no page in two trees, and the page accounting. Pages
