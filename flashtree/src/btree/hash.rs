@@ -301,8 +301,8 @@ pub(crate) fn find_bucket<'a>(bm: &'a BufferManager, root: PageId, h: u64) -> Op
 fn read_bucket(bucket: &GuardO<'_>, key: &[u8], out: &mut Vec<u8>) -> OpResult<bool> {
     let n = NodeView::new(bucket.racy_page());
     let is_leaf = n.is_leaf();
-    let (slot, found) = n.lower_bound(key);
-    if found {
+    let slot = n.find(key);
+    if let Some(slot) = slot {
         n.value_into(slot, out);
     }
     bucket.check()?;
@@ -312,7 +312,7 @@ fn read_bucket(bucket: &GuardO<'_>, key: &[u8], out: &mut Vec<u8>) -> OpResult<b
             "a directory slot names a page that is not a bucket",
         ));
     }
-    Ok(found)
+    Ok(slot.is_some())
 }
 
 /// Point lookup in the hash tree rooted at `root`.
@@ -321,16 +321,33 @@ pub fn lookup(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) -
     read_bucket(&bucket, key, out)
 }
 
-/// [`lookup`] that, once it knows the bucket, asks the CPU to fetch the
-/// bucket's first cache lines (header and slots) and yields, so that the
-/// memory misses of many tasks overlap (as `tree::lookup_interleaved`).
-/// Holds only optimistic latches across the yield and validates before
-/// trusting anything. A page not in memory is `Restart::Load` of it: the
-/// caller loads it and runs the synchronous [`lookup`]. (Yielding before
-/// each directory page too, and again before the bucket's heap, measured
-/// no faster in memory: the directory pages of a tree in memory mostly
-/// stay in the CPU's caches; prefetching the bucket's heap too, after a
-/// second yield, measured the same within the run-to-run noise.)
+/// Cache lines of a bucket [`lookup_interleaved`] prefetches first: the
+/// header and the slots that [`NodeView::find`] scans one by one (28 +
+/// 8 × 48 bytes).
+const BUCKET_PREFETCH_LINES: usize = 8;
+const _: () = assert!(28 + 8 * node::FIND_LINEAR_MAX <= 64 * BUCKET_PREFETCH_LINES);
+
+/// [`lookup`] that lets other tasks run while the bucket's memory is
+/// fetched, so that the memory misses of many tasks overlap (as
+/// `tree::lookup_interleaved`): once it knows the bucket, it asks the CPU
+/// to fetch the bucket's header and slots and yields; then it finds the
+/// slot whose key head matches (from the slots alone), asks for that
+/// entry's bytes (key and value, in the heap) and yields again; then it
+/// compares the key and copies the value. Holds only optimistic latches
+/// across the yields and validates before trusting anything. A page not
+/// in memory is `Restart::Load` of it: the caller loads it and runs the
+/// synchronous [`lookup`].
+///
+/// Measured on the lookup benchmark in memory (`bench compare --engines
+/// flashtree-hash`, 8-byte keys, 120-byte values; see ARCHITECTURE,
+/// "Hash index"): the linear scan of the heads ([`NodeView::find`]
+/// instead of the binary search) and the second yield each gained;
+/// prefetching 8 lines instead of 16 measured no slower (within the
+/// noise); yielding also before the bucket's page-table entry is read
+/// (after prefetching it), or before a directory page's slot is read
+/// (after prefetching the slot), measured slower. Yielding before each
+/// directory page measured no faster: the directory pages of a tree in
+/// memory mostly stay in the CPU's caches.
 pub async fn lookup_interleaved(
     bm: &BufferManager,
     root: PageId,
@@ -338,8 +355,15 @@ pub async fn lookup_interleaved(
     out: &mut Vec<u8>,
 ) -> OpResult<bool> {
     let bucket = find_bucket(bm, root, hash_key(key))?;
-    bucket.prefetch();
+    bucket.prefetch_lines(BUCKET_PREFETCH_LINES);
     crate::sched::yield_now().await;
+    let entry = NodeView::new(bucket.racy_page()).find_entry_hint(key);
+    if let Some(entry) = entry {
+        // Any range (the page may be changing): clamped to the page, and
+        // only a hint; `read_bucket` validates.
+        bucket.prefetch_bytes(entry.start, entry.len());
+        crate::sched::yield_now().await;
+    }
     read_bucket(&bucket, key, out)
 }
 

@@ -154,6 +154,10 @@ const SLOT_VALUE_LEN_BITS: u32 = 10;
 /// them walk past the page.
 const SLOT_COUNT_MAX: usize = (PAGE_SIZE - NODE_HEADER_END) / SLOT_BYTES;
 const _: () = assert!(NODE_HEADER_END + SLOT_COUNT_MAX * SLOT_BYTES <= PAGE_SIZE);
+/// Most slots [`NodeView::find`] scans one by one; fuller nodes it
+/// searches by halves.
+pub const FIND_LINEAR_MAX: usize = 48;
+const _: () = assert!(FIND_LINEAR_MAX < SLOT_COUNT_MAX);
 /// Inner-node values are child page ids.
 const CHILD_BYTES: usize = 8;
 
@@ -944,6 +948,80 @@ impl<B: NodeBytes> NodeView<B> {
             }
         }
         (low, false)
+    }
+
+    /// The slot whose key equals `key`, if any: `lower_bound`'s slot when
+    /// it finds the key, found without using the order (the hash index's
+    /// lookups, which need only equality). Up to [`FIND_LINEAR_MAX`] slots
+    /// it scans the key heads from slot 0 and compares the whole key where
+    /// a head matches: one load and one well-predicted branch per slot,
+    /// where each step of the binary search is a branch that goes either
+    /// way at random (a bucket of the lookup benchmark holds about 20
+    /// entries). Fuller nodes use [`NodeView::lower_bound`].
+    #[inline]
+    pub fn find(self, key: &[u8]) -> Option<usize> {
+        if self.count() > FIND_LINEAR_MAX {
+            return match self.lower_bound(key) {
+                (slot, true) => Some(slot),
+                _ => None,
+            };
+        }
+        self.scan_heads::<true>(key)
+    }
+
+    /// Where in the page the entry (key suffix, then value) lies that
+    /// [`NodeView::find`] would compare first: that of the first slot
+    /// whose key head is `key`'s, read from the slots alone (the heap is
+    /// not read), so that a caller can prefetch it. None when no head
+    /// matches, or in a node of more than [`FIND_LINEAR_MAX`] slots.
+    #[inline]
+    pub fn find_entry_hint(self, key: &[u8]) -> Option<Range<usize>> {
+        if self.count() > FIND_LINEAR_MAX {
+            return None;
+        }
+        let slot = self.scan_heads::<false>(key)?;
+        let s = self.slot(slot);
+        Some(page_range(s.offset, s.key_len + s.value_len))
+    }
+
+    /// [`NodeView::find`]'s scan (`COMPARE`), or without comparing whole
+    /// keys: the first slot whose head matches. At most
+    /// [`FIND_LINEAR_MAX`] slots are read.
+    #[inline(always)]
+    fn scan_heads<const COMPARE: bool>(self, key: &[u8]) -> Option<usize> {
+        let count = self.count().min(FIND_LINEAR_MAX);
+        let prefix_and_skip = self.read_u16(HDR_PREFIX_AND_SKIP);
+        let prefix = self.prefix_range_of(prefix_and_skip);
+        let prefix_len = prefix.len();
+        if prefix_len > 0
+            && (key.len() < prefix_len
+                || self.compare_stored(prefix.start, prefix_len, key, padded_word(key))
+                    != Ordering::Equal)
+        {
+            return None;
+        }
+        let suffix = &key[prefix_len..];
+        let skip = prefix_and_skip >> PREFIX_LEN_BITS;
+        // Every stored suffix is at least `skip` bytes long (in an empty
+        // node the skip means nothing, and no slot is read).
+        if suffix.len() < skip {
+            return None;
+        }
+        let word = padded_word_of_tail(key, prefix_len);
+        let head = (padded_word_of_tail(key, prefix_len + skip) >> 32) as u32;
+        for index in 0..count {
+            debug_assert!(index < SLOT_COUNT_MAX);
+            // SAFETY: `index < count <= FIND_LINEAR_MAX < SLOT_COUNT_MAX`,
+            // so slot `index` lies inside the page.
+            if unsafe { self.slot_head_in_page(index) } == head
+                && (!COMPARE
+                    // SAFETY: as above.
+                    || unsafe { self.compare_in_page(index, suffix, word) } == Ordering::Equal)
+            {
+                return Some(index);
+            }
+        }
+        None
     }
 
     /// Key head of slot `index` with no clamp (the binary search's read).
@@ -2434,6 +2512,8 @@ mod tests {
                 let (slot, exact) = node.lower_bound(&probe);
                 prop_assert_eq!(slot, expected_slot);
                 prop_assert_eq!(exact, model.contains_key(&probe));
+                // After removals too (they leave the head skip).
+                prop_assert_eq!(NodeView::new(node.as_page()).find(&probe), exact.then_some(slot));
             }
         }
 
@@ -2548,6 +2628,17 @@ mod tests {
                     prop_assert_eq!(node.lower_bound(&probe), expected, "probe {:?}", probe);
                 }
                 prop_assert_eq!(racy_view(node.as_page()).lower_bound(&probe), node.lower_bound(&probe));
+                // `find` (the hash index's scan of the heads) agrees, on
+                // any probe, with the sorted list.
+                let found = expected.1.then_some(expected.0);
+                prop_assert_eq!(NodeView::new(node.as_page()).find(&probe), found, "probe {:?}", probe);
+                prop_assert_eq!(racy_view(node.as_page()).find(&probe), found);
+                let hint = NodeView::new(node.as_page()).find_entry_hint(&probe);
+                if found.is_some() && stored.len() <= FIND_LINEAR_MAX {
+                    let hint = hint.clone().expect("a found key's head matches");
+                    prop_assert!(hint.end <= PAGE_SIZE && !hint.is_empty());
+                }
+                prop_assert_eq!(racy_view(node.as_page()).find_entry_hint(&probe), hint);
             }
         }
 
@@ -2896,6 +2987,13 @@ mod tests {
             let (slot, _) = node.lower_bound(probe);
             assert!(slot <= count);
             let _ = node.child_for(probe);
+            let (plain, racy) = (NodeView::new(page), racy_view(page));
+            let found = plain.find(probe);
+            assert!(found.is_none_or(|slot| slot < count));
+            assert_eq!(found, racy.find(probe));
+            let hint = plain.find_entry_hint(probe);
+            assert!(hint.as_ref().is_none_or(|r| r.end <= PAGE_SIZE));
+            assert_eq!(hint, racy.find_entry_hint(probe));
         }
         let _ = format!("{node:?}");
     }

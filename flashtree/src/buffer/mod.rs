@@ -826,6 +826,38 @@ impl<'a> GuardO<'a> {
         }
     }
 
+    /// Asks the CPU to fetch the first `lines` (at most 64) 64-byte cache
+    /// lines of the page, without waiting for them.
+    #[inline]
+    pub fn prefetch_lines(&self, lines: usize) {
+        self.prefetch_bytes(0, lines.saturating_mul(64));
+    }
+
+    /// Asks the CPU to fetch the cache lines of the page's bytes `at..at +
+    /// len` (clamped to the page), without waiting for them. Any `at` and
+    /// `len` are accepted: they may come from a page read under an
+    /// optimistic latch.
+    #[inline]
+    pub fn prefetch_bytes(&self, at: usize, len: usize) {
+        let end = at.saturating_add(len).min(PAGE_SIZE);
+        let mut line = at.min(PAGE_SIZE) & !63;
+        #[cfg(target_arch = "x86_64")]
+        while line < end {
+            // SAFETY: prefetching is a hint; `line < end <= PAGE_SIZE`, so
+            // the address lies inside the frame, and it is never
+            // dereferenced here.
+            unsafe {
+                let ptr = self.bm.frame_ptr(self.frame).add(line);
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    ptr as *const i8,
+                );
+            }
+            line += 64;
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (line, end);
+    }
+
     /// [`GuardO::validate`] as a restart.
     #[inline]
     pub fn check(&self) -> std::result::Result<(), Restart> {
