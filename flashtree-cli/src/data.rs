@@ -479,7 +479,11 @@ fn tree_of_kind(db: &Db, name: &str, hash: bool) -> Result<Tree, String> {
     if tree.is_hash() != hash {
         return Err(format!(
             "tree {name:?} exists as a {}, the input says it is a {}",
-            if tree.is_hash() { "hash tree" } else { "B+-tree" },
+            if tree.is_hash() {
+                "hash tree"
+            } else {
+                "B+-tree"
+            },
             if hash { "hash tree" } else { "B+-tree" },
         ));
     }

@@ -197,7 +197,9 @@ fn dump_and_load_keep_hash_trees_hash_trees() {
         } else {
             format!("v{i}").into_bytes()
         };
-        batch.put(if i % 4 == 0 { b } else { h }, &key, &value).unwrap();
+        batch
+            .put(if i % 4 == 0 { b } else { h }, &key, &value)
+            .unwrap();
         if batch.len() == 200 {
             db.write(&batch, WriteOptions::default()).unwrap();
             batch.clear();
@@ -214,14 +216,24 @@ fn dump_and_load_keep_hash_trees_hash_trees() {
         .count();
     assert_eq!((dumped.lines().count(), hash_lines), (3000, 2250));
     let copy = tmp.path().join("copy");
-    ok(&flashtree_with_input(&["load", dir_str(&copy)], dumped.as_bytes()));
-    assert_eq!(contents(&copy), before, "the copy's h is a hash tree with the same entries");
+    ok(&flashtree_with_input(
+        &["load", dir_str(&copy)],
+        dumped.as_bytes(),
+    ));
+    assert_eq!(
+        contents(&copy),
+        before,
+        "the copy's h is a hash tree with the same entries"
+    );
     let stats: serde_json::Value =
         serde_json::from_str(&ok(&flashtree(&["stats", dir_str(&copy), "--json"]))).unwrap();
     let trees = stats["trees"].as_array().unwrap();
     let h_stats = trees.iter().find(|t| t["name"] == "h").unwrap();
     assert_eq!(h_stats["records"], 2250);
-    assert!(h_stats["key_value_bytes"].as_u64().unwrap() > 2250 * 4, "{stats}");
+    assert!(
+        h_stats["key_value_bytes"].as_u64().unwrap() > 2250 * 4,
+        "{stats}"
+    );
     // --bulk cannot build a hash tree: one clear line naming it.
     let file = tmp.path().join("dump.jsonl");
     std::fs::write(&file, &dumped).unwrap();

@@ -33,7 +33,11 @@ fn walk(db: &Db, tree: flashtree::db::Tree) -> BTreeMap<Vec<u8>, Vec<u8>> {
     let mut seen = BTreeMap::new();
     db.hash_entries(tree, |k, v| {
         let again = seen.insert(k.to_vec(), v.to_vec());
-        assert!(again.is_none(), "key {:?} handed over twice", String::from_utf8_lossy(k));
+        assert!(
+            again.is_none(),
+            "key {:?} handed over twice",
+            String::from_utf8_lossy(k)
+        );
         true
     })
     .unwrap();
@@ -87,8 +91,7 @@ fn hash_entries_sees_each_untouched_entry_once_while_another_thread_writes() {
     let db = Db::open(dir.path(), options(64)).unwrap();
     let tree = db.hash_tree("h").unwrap();
     // Entries no one touches during the walks: each must come back once.
-    let stable: BTreeMap<Vec<u8>, Vec<u8>> =
-        (0..3_000u32).map(|i| (key(i), value(i, 0))).collect();
+    let stable: BTreeMap<Vec<u8>, Vec<u8>> = (0..3_000u32).map(|i| (key(i), value(i, 0))).collect();
     for (k, v) in &stable {
         db.put(tree, k, v).unwrap();
     }
