@@ -103,7 +103,7 @@ fn hash_entries_sees_each_untouched_entry_once_while_another_thread_writes() {
             let mut i = 1_000_000u32;
             while !stop.load(Ordering::Relaxed) && i < 1_060_000 {
                 db.put(tree, &key(i), &value(i, 1)).unwrap();
-                if i % 4 == 0 {
+                if i.is_multiple_of(4) {
                     db.delete(tree, &key(i - 2)).unwrap();
                 }
                 i += 1;
