@@ -31,7 +31,7 @@
 //! B+-tree's descent does.
 
 use super::node::{self, Node, NodeView};
-use crate::buffer::{BufferManager, GuardO, OpError, PageId, Restart, WorkerBuffer};
+use crate::buffer::{BufferManager, GuardO, GuardX, OpError, PageId, Restart, WorkerBuffer};
 use crate::error::Error;
 use crate::io::PAGE_SIZE;
 
@@ -569,24 +569,16 @@ fn split_bucket(
 ) -> OpResult<()> {
     let mut parent = parent.upgrade()?;
     let mut bucket = bucket.upgrade()?;
-    let (first, k, depth) = {
-        let dir = Dir(parent.page());
-        let slot = slot_index(h, dir.start(), dir.width());
-        if dir.slot(slot) != Target::Bucket(bucket.pid()) {
-            return Err(Restart::Retry.into());
-        }
-        let (first, k) = dir.run_of(slot);
-        if k == 0 {
-            return Err(Restart::Retry.into());
-        }
-        (first, k, dir.start() + dir.width() - k)
-    };
-    let mut new_bucket = wb.alloc_page(bm)?;
-    let new_pid = new_bucket.pid();
-    if new_pid > SLOT_PID_MASK {
-        new_bucket.free();
-        return Err(OpError::Fatal(Error::Full("page id beyond 2^47".into())));
+    let (first, k) = run_naming(Dir(parent.page()), h, Target::Bucket(bucket.pid()))?;
+    if k == 0 {
+        return Err(Restart::Retry.into());
     }
+    let depth = {
+        let dir = Dir(parent.page());
+        dir.start() + dir.width() - k
+    };
+    let mut new_bucket = alloc_for_slot(bm, wb)?;
+    let new_pid = new_bucket.pid();
     // Rebuild both halves from the old bucket's entries (in key order).
     let mut kept = Box::new([0u8; PAGE_SIZE]);
     kept[..crate::buffer::page::PAGE_HEADER_BYTES]
@@ -613,12 +605,40 @@ fn split_bucket(
         }
     }
     bucket.page_mut().copy_from_slice(&kept[..]);
-    let half = 1usize << (k - 1);
-    let page = parent.page_mut();
-    for j in first + half..first + 2 * half {
-        set_slot(page, j, Target::Bucket(new_pid));
-    }
+    point_upper_half(parent.page_mut(), first, k, Target::Bucket(new_pid));
     Ok(())
+}
+
+/// The run of slots of directory page `dir` that holds hash `h`'s slot,
+/// if that slot still names `target`: (first slot, log2 of the run's
+/// length). Another target (the page changed since it was read
+/// optimistically) is a restart.
+fn run_naming(dir: Dir<'_>, h: u64, target: Target) -> OpResult<(usize, u32)> {
+    let slot = slot_index(h, dir.start(), dir.width());
+    if dir.slot(slot) != target {
+        return Err(Restart::Retry.into());
+    }
+    Ok(dir.run_of(slot))
+}
+
+/// Points the upper half of the run of `2^k` slots from `first` (`k` at
+/// least 1) at `target`: the half whose next hash bit is set.
+fn point_upper_half(page: &mut [u8; PAGE_SIZE], first: usize, k: u32, target: Target) {
+    let half = 1usize << (k - 1);
+    for j in first + half..first + 2 * half {
+        set_slot(page, j, target);
+    }
+}
+
+/// A new page that a directory slot can name (a page id of at most 47
+/// bits; a larger one is `Error::Full`).
+fn alloc_for_slot<'b>(bm: &'b BufferManager, wb: &mut WorkerBuffer) -> OpResult<GuardX<'b>> {
+    let page = wb.alloc_page(bm)?;
+    if page.pid() > SLOT_PID_MASK {
+        page.free();
+        return Err(OpError::Fatal(Error::Full("page id beyond 2^47".into())));
+    }
+    Ok(page)
 }
 
 /// Splits directory page `child` (9 bits wide), which `parent` references
@@ -632,14 +652,7 @@ fn split_dir(
 ) -> OpResult<()> {
     let mut parent = parent.upgrade()?;
     let mut child = child.upgrade()?;
-    let (first, k) = {
-        let dir = Dir(parent.page());
-        let slot = slot_index(h, dir.start(), dir.width());
-        if dir.slot(slot) != Target::Dir(child.pid()) {
-            return Err(Restart::Retry.into());
-        }
-        dir.run_of(slot)
-    };
+    let (first, k) = run_naming(Dir(parent.page()), h, Target::Dir(child.pid()))?;
     let (start, width) = {
         let c = Dir(child.page());
         (c.start(), c.width())
@@ -657,12 +670,8 @@ fn split_dir(
             "hash tree: more keys share a 64-bit hash than a bucket holds".into(),
         )));
     }
-    let mut upper = wb.alloc_page(bm)?;
+    let mut upper = alloc_for_slot(bm, wb)?;
     let upper_pid = upper.pid();
-    if upper_pid > SLOT_PID_MASK {
-        upper.free();
-        return Err(OpError::Fatal(Error::Full("page id beyond 2^47".into())));
-    }
     let old: Box<[u8; PAGE_SIZE]> = Box::new(*child.page());
     let count = 1usize << MAX_WIDTH_BITS;
     {
@@ -680,11 +689,7 @@ fn split_dir(
         }
         page[START_OFFSET] = (start + 1) as u8;
     }
-    let half = 1usize << (k - 1);
-    let page = parent.page_mut();
-    for j in first + half..first + 2 * half {
-        set_slot(page, j, Target::Dir(upper_pid));
-    }
+    point_upper_half(parent.page_mut(), first, k, Target::Dir(upper_pid));
     Ok(())
 }
 
@@ -695,12 +700,8 @@ fn push_down_root(bm: &BufferManager, wb: &mut WorkerBuffer, root: GuardO<'_>) -
     if Dir(root.page()).width() != MAX_WIDTH_BITS || Dir(root.page()).start() != 0 {
         return Err(Restart::Retry.into());
     }
-    let mut child = wb.alloc_page(bm)?;
+    let mut child = alloc_for_slot(bm, wb)?;
     let child_pid = child.pid();
-    if child_pid > SLOT_PID_MASK {
-        child.free();
-        return Err(OpError::Fatal(Error::Full("page id beyond 2^47".into())));
-    }
     {
         let page = child.page_mut();
         page[crate::buffer::page::PAGE_HEADER_BYTES..]
