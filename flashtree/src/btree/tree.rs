@@ -17,6 +17,7 @@ use super::node::{self, Node, NodeView, RacyNode, MAX_KEY_BYTES};
 use crate::buffer::{BufferManager, GuardO, GuardX, OpError, PageId, Restart, Stamp, WorkerBuffer};
 use crate::error::Error;
 use crate::io::PAGE_SIZE;
+use std::time::Instant;
 
 type OpResult<T> = std::result::Result<T, OpError>;
 
@@ -113,6 +114,14 @@ pub enum LookupStop {
 /// Point lookup that lets other tasks run while each child node's first
 /// cache lines are fetched from memory. A tree larger than the CPU caches is
 /// bound by memory latency; overlapping the misses of many tasks hides it.
+/// A level that the CPU's cache holds is not worth a yield (a task switch
+/// costs more than a cache hit): the descent estimates each level's nodes
+/// as the product of the child counts on its way and goes on without
+/// yielding into a level below a threshold ([`level_worth_a_yield`]). The
+/// threshold is the root's children only, or twice the last-level cache;
+/// each worker thread times both and takes the quicker ([`YieldTuner`]):
+/// which one wins depends on how skewed the keys are and on how much of
+/// the cache other work (or, in a virtual machine, other tenants) leaves.
 /// This is the one asynchronous tree operation: it holds only optimistic
 /// latches (version snapshots, no latch state), which may cross a yield,
 /// and validates before trusting anything. When a child is not in memory it
@@ -130,21 +139,181 @@ pub async fn lookup_interleaved(
         other => LookupStop::Restart(other),
     };
     let mut node = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
+    // Nodes of the level below `node`, estimated (read under the
+    // optimistic latch: garbage only changes whether a yield is taken).
+    let mut level_nodes = 1usize;
+    let threshold_pages = YIELD_TUNER.with(|t| {
+        let mut t = t.borrow_mut();
+        t.lookup_started(Instant::now);
+        t.threshold_pages()
+    });
     loop {
         let n = racy_node(&node);
         if n.is_leaf() {
             return read_leaf(&node, key, out).map_err(LookupStop::Restart);
         }
+        level_nodes = level_nodes.saturating_mul(n.count() + 1);
         let child = n.child_for(key);
         node.check().map_err(LookupStop::Restart)?;
         let next = bm
             .fix_optimistic(child)
             .map_err(|e| stop(e, Some(node.stamp())))?;
         node.check().map_err(LookupStop::Restart)?;
-        next.prefetch();
-        crate::sched::yield_now().await;
+        if level_worth_a_yield(level_nodes, threshold_pages) {
+            next.prefetch();
+            crate::sched::yield_now().await;
+        }
         node = next;
     }
+}
+
+/// True when a level of about `level_nodes` nodes is worth a yield before
+/// its node is read: it has more than `threshold_pages` nodes.
+pub fn level_worth_a_yield(level_nodes: usize, threshold_pages: usize) -> bool {
+    level_nodes > threshold_pages
+}
+
+/// Nodes a level has at most when [`YieldTuner`] takes it for the root's
+/// children (an inner node has fewer children than this).
+const ROOT_CHILDREN_MAX: usize = 1024;
+
+/// Lookups per epoch of [`YieldTuner`].
+pub const YIELD_EPOCH_LOOKUPS: u32 = 1024;
+/// Epochs a cycle of [`YieldTuner`] spends timing the two thresholds, in
+/// turns (half each).
+pub const YIELD_PROBE_EPOCHS: u32 = 16;
+/// Epochs of a whole cycle: the probe, then the quicker threshold.
+pub const YIELD_CYCLE_EPOCHS: u32 = 128;
+
+thread_local! {
+    static YIELD_TUNER: std::cell::RefCell<YieldTuner> =
+        std::cell::RefCell::new(YieldTuner::new(last_level_cache_bytes()));
+}
+
+/// Chooses, per worker thread, which levels an interleaved lookup yields
+/// into: every level but the root's children, or only levels of more than
+/// twice the last-level cache's size in pages. The thread's lookups are
+/// counted in epochs of [`YIELD_EPOCH_LOOKUPS`]; each cycle of
+/// [`YIELD_CYCLE_EPOCHS`] epochs starts with [`YIELD_PROBE_EPOCHS`] that
+/// take the two thresholds in turns and add up each one's time (from its
+/// epoch's first lookup to the next epoch's), then keeps the one that took
+/// less for the rest of the cycle. An epoch's time includes whatever else
+/// the worker ran meanwhile, which the turns share alike. The clock is read
+/// once per epoch.
+#[derive(Debug)]
+pub struct YieldTuner {
+    /// Thresholds in pages: [every level but the root's children, twice
+    /// the cache].
+    thresholds: [usize; 2],
+    /// Which threshold the current epoch takes.
+    current: usize,
+    /// Which threshold the last probe found quicker.
+    chosen: usize,
+    lookups_left: u32,
+    epoch: u32,
+    epoch_started: Option<Instant>,
+    /// Time and timed epochs of each threshold in this cycle's probe.
+    probe_ns: [u64; 2],
+    probe_epochs: [u64; 2],
+}
+
+impl YieldTuner {
+    /// A tuner for a last-level cache of `cache_bytes`; it starts with a
+    /// probe.
+    pub fn new(cache_bytes: usize) -> YieldTuner {
+        let cache_pages = cache_bytes / crate::io::PAGE_SIZE;
+        YieldTuner {
+            thresholds: [
+                ROOT_CHILDREN_MAX,
+                cache_pages.saturating_mul(2).max(ROOT_CHILDREN_MAX),
+            ],
+            current: 0,
+            chosen: 0,
+            lookups_left: YIELD_EPOCH_LOOKUPS,
+            epoch: 0,
+            epoch_started: None,
+            probe_ns: [0; 2],
+            probe_epochs: [0; 2],
+        }
+    }
+
+    /// The threshold the current epoch takes, in pages.
+    pub fn threshold_pages(&self) -> usize {
+        self.thresholds[self.current]
+    }
+
+    /// Counts a lookup; at an epoch's end, reads `now` and moves on.
+    #[inline]
+    pub fn lookup_started(&mut self, now: impl FnOnce() -> Instant) {
+        self.lookups_left -= 1;
+        if self.lookups_left == 0 {
+            self.next_epoch(now());
+        }
+    }
+
+    #[inline(never)]
+    fn next_epoch(&mut self, now: Instant) {
+        self.lookups_left = YIELD_EPOCH_LOOKUPS;
+        if let Some(started) = self.epoch_started {
+            if self.epoch < YIELD_PROBE_EPOCHS {
+                let ns = now.saturating_duration_since(started).as_nanos() as u64;
+                self.probe_ns[self.current] = self.probe_ns[self.current].saturating_add(ns);
+                self.probe_epochs[self.current] += 1;
+            }
+        }
+        self.epoch_started = Some(now);
+        self.epoch = (self.epoch + 1) % YIELD_CYCLE_EPOCHS;
+        if self.epoch == YIELD_PROBE_EPOCHS {
+            // Mean time per epoch (the very first epoch is not timed).
+            let [ns, epochs] = [self.probe_ns, self.probe_epochs];
+            self.chosen = usize::from(
+                u128::from(ns[1]) * u128::from(epochs[0].max(1))
+                    < u128::from(ns[0]) * u128::from(epochs[1].max(1)),
+            );
+        }
+        if self.epoch == 0 {
+            self.probe_ns = [0; 2];
+            self.probe_epochs = [0; 2];
+        }
+        self.current = if self.epoch < YIELD_PROBE_EPOCHS {
+            (self.epoch % 2) as usize
+        } else {
+            self.chosen
+        };
+    }
+}
+
+/// Bytes of the CPU's last-level cache (the largest cache sysfs lists for
+/// CPU 0), read once; 32 MiB when sysfs does not say.
+pub fn last_level_cache_bytes() -> usize {
+    static BYTES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *BYTES.get_or_init(|| {
+        let dir = std::path::Path::new("/sys/devices/system/cpu/cpu0/cache");
+        let largest = std::fs::read_dir(dir).ok().and_then(|entries| {
+            entries
+                .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("size")).ok())
+                .filter_map(|size| parse_cache_size(size.trim()))
+                .max()
+        });
+        largest.unwrap_or(32 << 20)
+    })
+}
+
+/// A sysfs cache size (`32768K`, `2M`, `512`) in bytes.
+fn parse_cache_size(text: &str) -> Option<usize> {
+    let (digits, unit) = match text.char_indices().find(|(_, c)| !c.is_ascii_digit()) {
+        Some((i, _)) => text.split_at(i),
+        None => (text, ""),
+    };
+    let n: usize = digits.parse().ok()?;
+    let scale = match unit {
+        "" => 1,
+        "K" => 1 << 10,
+        "M" => 1 << 20,
+        "G" => 1 << 30,
+        _ => return None,
+    };
+    n.checked_mul(scale)
 }
 
 /// Continues a lookup that stopped at `LookupStop::Miss { child, parent:
@@ -1030,4 +1199,84 @@ pub fn check_node(
         space_used_bytes: n.space_used_bytes(),
         children,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sysfs_cache_sizes_parse_and_garbage_does_not() {
+        assert_eq!(parse_cache_size("32768K"), Some(32 << 20));
+        assert_eq!(parse_cache_size("2M"), Some(2 << 20));
+        assert_eq!(parse_cache_size("512"), Some(512));
+        assert_eq!(parse_cache_size("1G"), Some(1 << 30));
+        assert_eq!(parse_cache_size(""), None);
+        assert_eq!(parse_cache_size("12X"), None);
+        assert_eq!(parse_cache_size("K"), None);
+        assert_eq!(parse_cache_size("99999999999999999999999G"), None);
+        assert!(last_level_cache_bytes() >= 512);
+    }
+
+    /// Runs `epochs` epochs of `tuner`, each taking `ns_of(threshold)`
+    /// nanoseconds; returns the threshold of each epoch.
+    fn run_epochs(
+        tuner: &mut YieldTuner,
+        clock: &mut Instant,
+        epochs: u32,
+        ns_of: impl Fn(usize) -> u64,
+    ) -> Vec<usize> {
+        let mut taken = Vec::new();
+        for _ in 0..epochs {
+            let threshold = tuner.threshold_pages();
+            taken.push(threshold);
+            *clock += std::time::Duration::from_nanos(ns_of(threshold));
+            for _ in 0..YIELD_EPOCH_LOOKUPS {
+                tuner.lookup_started(|| *clock);
+            }
+        }
+        taken
+    }
+
+    #[test]
+    fn the_tuner_keeps_the_quicker_threshold_and_probes_again_each_cycle() {
+        let cache = 32 << 20;
+        let (low, high) = (ROOT_CHILDREN_MAX, 2 * cache / crate::io::PAGE_SIZE);
+        let mut tuner = YieldTuner::new(cache);
+        let mut clock = Instant::now();
+        // The first epoch only starts the clock; then the probe takes
+        // turns, and the cycle keeps the quicker (here the high one).
+        let quick_high = |t: usize| if t == high { 860_000 } else { 900_000 };
+        let taken = run_epochs(&mut tuner, &mut clock, YIELD_CYCLE_EPOCHS, quick_high);
+        for (epoch, &t) in taken.iter().enumerate().take(YIELD_PROBE_EPOCHS as usize) {
+            assert_eq!(t, if epoch % 2 == 0 { low } else { high }, "epoch {epoch}");
+        }
+        assert!(taken[YIELD_PROBE_EPOCHS as usize..]
+            .iter()
+            .all(|&t| t == high));
+        // The next cycle probes again and follows a change (5% is enough).
+        let quick_low = |t: usize| if t == low { 855_000 } else { 900_000 };
+        let taken = run_epochs(&mut tuner, &mut clock, YIELD_CYCLE_EPOCHS, quick_low);
+        assert_eq!(taken[0], low);
+        assert_eq!(taken[1], high);
+        assert!(taken[YIELD_PROBE_EPOCHS as usize..]
+            .iter()
+            .all(|&t| t == low));
+    }
+
+    #[test]
+    fn only_levels_past_the_threshold_are_worth_a_yield() {
+        let tuner = YieldTuner::new(32 << 20);
+        let [low, high] = tuner.thresholds;
+        assert_eq!(high, 2 * (32 << 20) / crate::io::PAGE_SIZE);
+        // The root's children of any tree (an inner node has fewer than
+        // 1,024 children) never take a yield.
+        assert!(!level_worth_a_yield(300, low));
+        assert!(level_worth_a_yield(low + 1, low));
+        assert!(!level_worth_a_yield(high, high));
+        // Leaves of a 10M-record tree (about 400k of them).
+        assert!(level_worth_a_yield(400_000, high));
+        // A tiny cache still leaves the root's children alone.
+        assert_eq!(YieldTuner::new(4096).thresholds, [low, low]);
+    }
 }
