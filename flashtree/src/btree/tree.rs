@@ -195,9 +195,9 @@ thread_local! {
 /// twice the last-level cache's size in pages. The thread's lookups are
 /// counted in epochs of [`YIELD_EPOCH_LOOKUPS`]; each cycle of
 /// [`YIELD_CYCLE_EPOCHS`] epochs starts with [`YIELD_PROBE_EPOCHS`] that
-/// take the two thresholds in turns and add up each one's time (from its
-/// epoch's first lookup to the next epoch's), then keeps the one that took
-/// less for the rest of the cycle. An epoch's time includes whatever else
+/// take the two thresholds in turns and time each epoch (from its first
+/// lookup to the next epoch's), then keeps the one whose epochs took less
+/// on average for the rest of the cycle. An epoch's time includes whatever else
 /// the worker ran meanwhile, which the turns share alike. The clock is read
 /// once per epoch.
 #[derive(Debug)]
