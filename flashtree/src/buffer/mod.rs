@@ -1045,13 +1045,22 @@ pub struct WorkerIoStats {
 /// most a few runs of blocks (see `wal::writer`).
 const LOG_CHANNEL_DEPTH: u32 = 64;
 
+/// Log flushes through the channel none of which, of the last few, took
+/// less than this, nor less than 4 times the shortest recent one made by
+/// the worker's thread, are not worth the overlap they buy
+/// (`LogWrites::Auto`): the kernel completes the channel's data-sync
+/// writes late (see `LogWrites`).
+const CHANNEL_FLUSH_SLOW_US: f64 = 1000.0;
+
+/// How often `LogWrites::Auto` sends a flush through a channel it found
+/// slow, to measure it again.
+const CHANNEL_FLUSH_REMEASURE: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// True when `LogWrites::Auto` may send a flush through the channel for
-/// the overlap: its flushes (the quicker way's, see `FlushLatency`) are
-/// not much slower than the thread's own, or have not been measured yet,
-/// or are due to be measured again.
+/// the overlap: its flushes are not much slower than the thread's own, or
+/// have not been measured yet, or are due to be measured again.
 fn channel_flushes_pay(latency: &crate::wal::writer::FlushLatency) -> bool {
-    use crate::wal::writer::{CHANNEL_FLUSH_REMEASURE, CHANNEL_FLUSH_SLOW_US};
-    let Some(channel_us) = latency.channel_us() else {
+    let Some(channel_us) = latency.channel.us else {
         return true;
     };
     let slow = channel_us > CHANNEL_FLUSH_SLOW_US.max(4.0 * latency.inline.us.unwrap_or(0.0));
@@ -2190,7 +2199,7 @@ mod tests {
 
     #[test]
     fn auto_sends_flushes_to_the_channel_unless_it_is_found_slow() {
-        use crate::wal::writer::{FlushLatency, WindowMin, CHANNEL_FLUSH_REMEASURE, FLUSH_WINDOW};
+        use crate::wal::writer::{FlushLatency, WindowMin, FLUSH_WINDOW};
         let window = |us: f64| WindowMin {
             us: Some(us),
             ..WindowMin::default()
@@ -2201,24 +2210,21 @@ mod tests {
         // Quick, or slow only as the thread's own are: the channel.
         let quick = FlushLatency {
             inline: window(100.0),
-            channel_dsync: window(150.0),
+            channel: window(150.0),
             channel_last: Some(now),
-            ..FlushLatency::default()
         };
         assert!(channel_flushes_pay(&quick));
         let slow_device = FlushLatency {
             inline: window(3000.0),
-            channel_dsync: window(5000.0),
+            channel: window(5000.0),
             channel_last: Some(now),
-            ..FlushLatency::default()
         };
         assert!(channel_flushes_pay(&slow_device));
         // Over 1 ms and over 4 times the thread's: not until re-measured.
         let late = FlushLatency {
             inline: window(100.0),
-            channel_dsync: window(4000.0),
+            channel: window(4000.0),
             channel_last: Some(now),
-            ..FlushLatency::default()
         };
         assert!(!channel_flushes_pay(&late));
         let due = FlushLatency {
@@ -2226,12 +2232,6 @@ mod tests {
             ..late
         };
         assert!(channel_flushes_pay(&due));
-        // One quick way through the channel is enough.
-        let one_way_quick = FlushLatency {
-            channel_then_sync: window(200.0),
-            ..late
-        };
-        assert!(channel_flushes_pay(&one_way_quick));
         // The window keeps the shortest of its flushes.
         let mut w = WindowMin::default();
         for i in 0..FLUSH_WINDOW {

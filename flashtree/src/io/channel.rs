@@ -288,21 +288,18 @@ impl IoChannel {
         }
     }
 
-    /// How a write of the log can be made durable: by the write itself
-    /// (`RWF_DSYNC`), or by a sync request after it completed. io_uring
-    /// offers both (its asynchronous data-sync writes a kernel work queue
-    /// completed late here whenever the CPU taking the disk's interrupts
-    /// was busy; see `wal::writer`); libaio has no working asynchronous
-    /// `fdatasync` on every file system; a simulated disk takes the way it
-    /// is configured to test (`SimConfig::log_writes_then_sync`).
-    pub fn log_flush_ways(&self) -> crate::wal::writer::FlushWays {
-        use crate::wal::writer::FlushWays;
+    /// True when a write of the log is made durable by a sync request
+    /// after it completed, not by the write itself (`RWF_DSYNC`): through
+    /// io_uring, whose asynchronous data-sync writes a kernel work queue
+    /// completed late here (see `wal::writer`), and on a simulated disk
+    /// configured to test that path (`SimConfig::log_writes_then_sync`).
+    pub fn log_writes_then_sync(&self) -> bool {
         match self.backend {
-            Backend::Uring(_) => FlushWays::Either,
-            Backend::Aio(_) => FlushWays::Dsync,
+            Backend::Uring(_) => true,
+            Backend::Aio(_) => false,
             Backend::Sync(_) => match self.storage.vfs() {
-                super::Vfs::Sim(sim) if sim.log_writes_then_sync() => FlushWays::WritesThenSync,
-                _ => FlushWays::Dsync,
+                super::Vfs::Sim(sim) => sim.log_writes_then_sync(),
+                super::Vfs::Os => false,
             },
         }
     }

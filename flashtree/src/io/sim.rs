@@ -61,9 +61,9 @@ pub struct SimConfig {
     /// Of the writes not kept, the probability that they are torn rather
     /// than dropped.
     pub tear_probability: f64,
-    /// The log is written as io_uring may write it: plain writes,
+    /// The log is written the way it is through io_uring: plain writes,
     /// then an `fdatasync` of the log file once they completed (see
-    /// [`super::IoChannel::log_flush_ways`]), instead of writes that
+    /// [`super::IoChannel::log_writes_then_sync`]), instead of writes that
     /// are durable when they complete (`RWF_DSYNC`).
     pub log_writes_then_sync: bool,
     /// Bytes all files may hold together (the volatile lengths); a write

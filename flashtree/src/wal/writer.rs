@@ -1,15 +1,12 @@
 //! One worker's log: an in-memory ring of 4 KiB blocks that groups are
 //! appended to, written to the worker's log file with writes that are
 //! durable when they complete (`RWF_DSYNC`: one request per run of blocks,
-//! where a write followed by `fdatasync` took two). Through io_uring a
-//! flush may instead be plain writes and an `fdatasync` of the log file
-//! once they all completed: the kernel completes an asynchronous
-//! `RWF_DSYNC` write, cache flush included, on a work queue of the CPU
-//! that took the disk's interrupt, which ran 4 ms late here whenever that
-//! CPU was busy, where io_uring runs the `fdatasync` on its own workers,
-//! which share the worker's CPU. Each log measures both
-//! ([`FlushLatency::dsync_pays`]) and takes `RWF_DSYNC` unless its recent
-//! flushes that way were all slow. The writes go through
+//! where a write followed by `fdatasync` took two), except through
+//! io_uring, where the writes are plain and an `fdatasync` of the log file
+//! follows once they all completed (an asynchronous `RWF_DSYNC` write is
+//! completed by a kernel work queue, which ran 4 ms late here whenever the
+//! other core was busy; io_uring runs the `fdatasync` on its own workers,
+//! which share the worker's CPU). The writes go through
 //! the channel the caller passes: by default a synchronous one, so the
 //! worker's thread makes them itself (`LogWrites::Inline`), else the
 //! worker's io_uring or libaio channel (`LogWrites::Channel`).
@@ -84,41 +81,9 @@ struct Flight {
     synced: bool,
     /// When its writes were handed to the channel.
     started: Instant,
-    /// How it was made.
-    way: FlushWay,
+    /// Made by the worker's own thread (a synchronous channel).
+    inline: bool,
 }
-
-/// How a flush was made.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlushWay {
-    /// By the worker's own thread (a synchronous channel).
-    Inline,
-    /// Through an asynchronous channel, as data-sync writes.
-    ChannelDsync,
-    /// Through io_uring, as plain writes and an `fdatasync`.
-    ChannelThenSync,
-}
-
-/// Which ways of making a log flush durable a channel offers.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FlushWays {
-    /// Data-sync writes only (`RWF_DSYNC`).
-    Dsync,
-    /// Plain writes and an `fdatasync` once they completed, only.
-    WritesThenSync,
-    /// Either (io_uring): [`FlushLatency::dsync_pays`] chooses.
-    Either,
-}
-
-/// Flushes through the channel none of which, of the last
-/// [`FLUSH_WINDOW`], took less than this, nor less than 4 times the
-/// shortest recent one made another way, are found slow: the kernel
-/// completes them late (see `LogWrites`).
-pub const CHANNEL_FLUSH_SLOW_US: f64 = 1000.0;
-
-/// How often a way of flushing found slow is tried again, to measure it
-/// again.
-pub const CHANNEL_FLUSH_REMEASURE: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// The shortest of the last [`FLUSH_WINDOW`] flush times, in µs.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -147,74 +112,30 @@ impl WindowMin {
     }
 }
 
-/// How long this log's flushes take, per way of making them ([`FlushWay`]):
-/// from a flush's writes being handed to the channel to the flush's
-/// completion being handled. `LogWrites::Auto` and
-/// [`FlushLatency::dsync_pays`] compare the ways by their shortest recent
-/// times, which a busy or noisy device leaves short as long as some
-/// flushes are quick, and which a kernel that completes every flush of
-/// one way late shows at once.
+/// How long this log's flushes take, per way of writing them: from a
+/// flush's writes being handed to the channel to the flush's completion
+/// being handled. `LogWrites::Auto` compares the two by their shortest
+/// recent times, which a busy or noisy device leaves short as long as
+/// some flushes are quick, and which a kernel that completes every
+/// channel write late shows at once.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FlushLatency {
     /// Flushes made by the worker's thread.
     pub inline: WindowMin,
-    /// Flushes through the worker's asynchronous channel as data-sync
-    /// writes.
-    pub channel_dsync: WindowMin,
-    /// Flushes through io_uring as plain writes and an `fdatasync`.
-    pub channel_then_sync: WindowMin,
+    /// Flushes through the worker's asynchronous channel.
+    pub channel: WindowMin,
     /// When the last flush through the channel completed.
     pub channel_last: Option<Instant>,
-    /// When the last flush through the channel as data-sync writes
-    /// completed.
-    pub dsync_last: Option<Instant>,
 }
 
 impl FlushLatency {
-    fn record(&mut self, way: FlushWay, us: f64, now: Instant) {
-        match way {
-            FlushWay::Inline => self.inline.record(us),
-            FlushWay::ChannelDsync => {
-                self.channel_last = Some(now);
-                self.dsync_last = Some(now);
-                self.channel_dsync.record(us);
-            }
-            FlushWay::ChannelThenSync => {
-                self.channel_last = Some(now);
-                self.channel_then_sync.record(us);
-            }
+    fn record(&mut self, inline: bool, us: f64, now: Instant) {
+        if inline {
+            self.inline.record(us);
+        } else {
+            self.channel_last = Some(now);
+            self.channel.record(us);
         }
-    }
-
-    /// The channel's shortest recent flush: the quicker way's (None
-    /// before a window of either).
-    pub fn channel_us(&self) -> Option<f64> {
-        match (self.channel_dsync.us, self.channel_then_sync.us) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
-    }
-
-    /// True when a flush through io_uring should be data-sync writes
-    /// (one request per run of blocks, and the cache flush runs off the
-    /// worker's CPU): unless none of the last window's took under
-    /// [`CHANNEL_FLUSH_SLOW_US`], nor under 4 times the shortest recent
-    /// flush made another way, and the last was less than
-    /// [`CHANNEL_FLUSH_REMEASURE`] ago. A device slow every way keeps
-    /// them.
-    pub fn dsync_pays(&self) -> bool {
-        let Some(dsync_us) = self.channel_dsync.us else {
-            return true;
-        };
-        let other_us = match (self.inline.us, self.channel_then_sync.us) {
-            (Some(a), Some(b)) => a.min(b),
-            (a, b) => a.or(b).unwrap_or(0.0),
-        };
-        let slow = dsync_us > CHANNEL_FLUSH_SLOW_US.max(4.0 * other_us);
-        !slow
-            || self
-                .dsync_last
-                .is_none_or(|t| t.elapsed() >= CHANNEL_FLUSH_REMEASURE)
     }
 }
 
@@ -583,11 +504,7 @@ impl LogWriter {
             seal_block(&mut self.ring[at..at + BLOCK_BYTES], &header);
         }
         let number = self.first_flight + self.flights.len() as u64;
-        let sync_after_writes = match channel.log_flush_ways() {
-            FlushWays::Dsync => false,
-            FlushWays::WritesThenSync => true,
-            FlushWays::Either => !self.flush_latency.dsync_pays(),
-        };
+        let sync_after_writes = channel.log_writes_then_sync();
         for &(start, n) in &runs {
             let at = self.ring_offset(start);
             let offset = (start % self.file_blocks) * BLOCK_BYTES as u64;
@@ -623,13 +540,7 @@ impl LogWriter {
             sync_pending: false,
             synced: !sync_after_writes,
             started: Instant::now(),
-            way: if channel.backend_kind() == crate::io::BackendKind::Sync {
-                FlushWay::Inline
-            } else if sync_after_writes {
-                FlushWay::ChannelThenSync
-            } else {
-                FlushWay::ChannelDsync
-            },
+            inline: channel.backend_kind() == crate::io::BackendKind::Sync,
         });
     }
 
@@ -683,7 +594,7 @@ impl LogWriter {
                 if !flight.synced && flight.writes_left == 0 && flight.writes_done_after < number {
                     flight.synced = true;
                     let us = now.duration_since(flight.started).as_secs_f64() * 1e6;
-                    self.flush_latency.record(flight.way, us, now);
+                    self.flush_latency.record(flight.inline, us, now);
                 }
             }
         } else {
@@ -704,7 +615,7 @@ impl LogWriter {
                     self.issue_sync(channel, wal);
                 } else {
                     let us = now.duration_since(flight.started).as_secs_f64() * 1e6;
-                    self.flush_latency.record(flight.way, us, now);
+                    self.flush_latency.record(flight.inline, us, now);
                 }
             }
         }
@@ -866,17 +777,6 @@ mod tests {
         (dir, log, channel, wal)
     }
 
-    /// Makes `log` find its data-sync flushes through the channel slow
-    /// (as a kernel that completes them late would), so that io_uring
-    /// flushes are plain writes and an `fdatasync` (the last one is dated
-    /// an hour ahead, so no re-measurement falls due however slowly the
-    /// test runs).
-    fn find_dsync_slow(log: &mut LogWriter) {
-        log.flush_latency.channel_dsync.us = Some(5000.0);
-        log.flush_latency.dsync_last = Some(Instant::now() + std::time::Duration::from_secs(3600));
-        assert!(!log.flush_latency.dsync_pays());
-    }
-
     /// Waits for `n` completions of `channel`.
     fn completions(channel: &mut IoChannel, n: usize) -> Vec<IoCompletion> {
         channel.submit().unwrap();
@@ -891,7 +791,6 @@ mod tests {
     fn a_sync_covers_every_flush_whose_writes_completed_before_it_was_issued() {
         for later_write_first in [false, true] {
             let (_dir, mut log, mut channel, wal) = test_log(BackendKind::IoUring, 8);
-            find_dsync_slow(&mut log);
             commit_one(&mut log, &mut channel, &wal);
             commit_one(&mut log, &mut channel, &wal);
             assert_eq!(log.flights.len(), 2);
@@ -931,85 +830,8 @@ mod tests {
     }
 
     #[test]
-    fn through_io_uring_a_flush_is_a_data_sync_write_until_those_are_found_slow() {
-        let (_dir, mut log, mut channel, wal) = test_log(BackendKind::IoUring, 8);
-        for i in 0..FLUSH_WINDOW as u64 {
-            commit_one(&mut log, &mut channel, &wal);
-            assert!(!log.flights[0].sync_after_writes);
-            assert_eq!(log.flights[0].way, FlushWay::ChannelDsync);
-            // One request, durable when it completes: no sync follows.
-            let write = completions(&mut channel, 1).pop().unwrap();
-            assert_eq!(write.user_data & LOG_SYNC_BIT, 0);
-            assert!(log.complete(write, &wal, &mut channel));
-            assert_eq!(channel.in_flight(), 0, "no sync issued");
-            assert_eq!(log.durable_block, i + 1);
-            assert_eq!(wal.durable_below(), i + 2);
-        }
-        assert!(log.flush_latency.channel_dsync.us.is_some());
-        assert!(log.flush_latency.channel_then_sync.us.is_none());
-        // Found slow: the next flush is a write and an fdatasync.
-        find_dsync_slow(&mut log);
-        commit_one(&mut log, &mut channel, &wal);
-        assert!(log.flights[0].sync_after_writes);
-        assert_eq!(log.flights[0].way, FlushWay::ChannelThenSync);
-        let write = completions(&mut channel, 1).pop().unwrap();
-        assert!(!log.complete(write, &wal, &mut channel));
-        let sync = completions(&mut channel, 1).pop().unwrap();
-        assert_ne!(sync.user_data & LOG_SYNC_BIT, 0);
-        assert!(log.complete(sync, &wal, &mut channel));
-        assert_eq!(wal.durable_below(), FLUSH_WINDOW as u64 + 2);
-    }
-
-    #[test]
-    fn data_sync_flushes_are_found_slow_only_against_a_quicker_way() {
-        let window = |us: f64| WindowMin {
-            us: Some(us),
-            ..WindowMin::default()
-        };
-        let now = Instant::now();
-        // Not measured yet, or quick: data-sync writes.
-        assert!(FlushLatency::default().dsync_pays());
-        let quick = FlushLatency {
-            channel_dsync: window(150.0),
-            channel_then_sync: window(120.0),
-            dsync_last: Some(now),
-            ..FlushLatency::default()
-        };
-        assert!(quick.dsync_pays());
-        // Over 1 ms with nothing to compare, or over 1 ms and over 4
-        // times another way's: slow until re-measured.
-        let late = FlushLatency {
-            channel_dsync: window(4000.0),
-            dsync_last: Some(now),
-            ..FlushLatency::default()
-        };
-        assert!(!late.dsync_pays());
-        let late_against_thread = FlushLatency {
-            inline: window(100.0),
-            ..late
-        };
-        assert!(!late_against_thread.dsync_pays());
-        let due = FlushLatency {
-            dsync_last: Some(now - CHANNEL_FLUSH_REMEASURE),
-            ..late_against_thread
-        };
-        assert!(due.dsync_pays());
-        // A device slow every way: no reason to leave them.
-        let slow_device = FlushLatency {
-            channel_then_sync: window(3000.0),
-            ..late
-        };
-        assert!(slow_device.dsync_pays());
-        // The channel's time is the quicker way's.
-        assert_eq!(late_against_thread.channel_us(), Some(4000.0));
-        assert_eq!(quick.channel_us(), Some(120.0));
-        assert_eq!(FlushLatency::default().channel_us(), None);
-    }
-
-    #[test]
     fn through_io_uring_a_flush_is_durable_only_after_its_sync() {
         let (_dir, mut log, mut channel, wal) = test_log(BackendKind::IoUring, 8);
-        find_dsync_slow(&mut log);
         let device = log.device;
         commit_one(&mut log, &mut channel, &wal);
         channel.submit().unwrap();
@@ -1039,7 +861,7 @@ mod tests {
         assert_eq!(log.durable_block, 1);
         assert_eq!(wal.durable_below(), 2, "the group is acknowledged");
         assert!(
-            log.flush_latency.channel_then_sync.us.is_none(),
+            log.flush_latency.channel.us.is_none(),
             "one flush: no window yet"
         );
         // A sync that finds the channel full waits for the next maybe_flush.
