@@ -62,12 +62,11 @@ pub enum Durability {
 /// and acknowledges a commit only when they are durable; they differ in
 /// latency and in what the worker does meanwhile.
 ///
-/// Through io_uring the log's writes are `RWF_DSYNC` writes while those
-/// are quick, else plain ones followed by an `fdatasync` (an asynchronous
-/// `RWF_DSYNC` write, through io_uring or libaio, took about 4 ms here
-/// whenever the core taking the disk's interrupts was busy, against 0.1 ms
-/// from the thread itself); see `wal::writer::FlushLatency::dsync_pays`
-/// and `docs/ARCHITECTURE.md`, "The life of a commit".
+/// Through io_uring the log's writes are plain ones followed by an
+/// `fdatasync` (an asynchronous `RWF_DSYNC` write, through io_uring or
+/// libaio, took about 4 ms here whenever the core taking the disk's
+/// interrupts was busy, against 0.1 ms from the thread itself); see
+/// `docs/ARCHITECTURE.md`, "The life of a commit".
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum LogWrites {
     /// Through the channel when the worker has something to overlap the
