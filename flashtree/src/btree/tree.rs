@@ -205,8 +205,6 @@ pub struct YieldTuner {
     /// Thresholds in pages: [every level but the root's children, twice
     /// the cache].
     thresholds: [usize; 2],
-    /// Which threshold the current epoch takes.
-    current: usize,
     /// Which threshold the last probe found quicker.
     chosen: usize,
     lookups_left: u32,
@@ -227,7 +225,6 @@ impl YieldTuner {
                 ROOT_CHILDREN_MAX,
                 cache_pages.saturating_mul(2).max(ROOT_CHILDREN_MAX),
             ],
-            current: 0,
             chosen: 0,
             lookups_left: YIELD_EPOCH_LOOKUPS,
             epoch: 0,
@@ -239,7 +236,17 @@ impl YieldTuner {
 
     /// The threshold the current epoch takes, in pages.
     pub fn threshold_pages(&self) -> usize {
-        self.thresholds[self.current]
+        self.thresholds[self.current()]
+    }
+
+    /// Which threshold the current epoch takes: the two in turns during
+    /// the probe, then the chosen one.
+    fn current(&self) -> usize {
+        if self.epoch < YIELD_PROBE_EPOCHS {
+            (self.epoch % 2) as usize
+        } else {
+            self.chosen
+        }
     }
 
     /// Counts a lookup; at an epoch's end, reads `now` and moves on.
@@ -257,8 +264,9 @@ impl YieldTuner {
         if let Some(started) = self.epoch_started {
             if self.epoch < YIELD_PROBE_EPOCHS {
                 let ns = now.saturating_duration_since(started).as_nanos() as u64;
-                self.probe_ns[self.current] = self.probe_ns[self.current].saturating_add(ns);
-                self.probe_epochs[self.current] += 1;
+                let current = self.current();
+                self.probe_ns[current] = self.probe_ns[current].saturating_add(ns);
+                self.probe_epochs[current] += 1;
             }
         }
         self.epoch_started = Some(now);
@@ -275,11 +283,6 @@ impl YieldTuner {
             self.probe_ns = [0; 2];
             self.probe_epochs = [0; 2];
         }
-        self.current = if self.epoch < YIELD_PROBE_EPOCHS {
-            (self.epoch % 2) as usize
-        } else {
-            self.chosen
-        };
     }
 }
 
