@@ -154,9 +154,9 @@ fn commit_phase(
     let errors = Arc::new(Mutex::new(Vec::new()));
     // Live tasks per worker: the last of a worker's tasks to end takes its
     // histograms. (When every ending task took them, each commit completed
-    // after the first end made a new histogram of about 220 KB, which the next
-    // ending task took: each end cost about 250 µs, and a phase's last
-    // pass of the worker loop ran for up to 40 ms.)
+    // after the first end made a new histogram of about 220 KB for the next
+    // ending task to take, which made the phase's last pass of the worker
+    // loop long.)
     let live: Arc<Vec<AtomicU64>> =
         Arc::new((0..db.worker_count()).map(|_| AtomicU64::new(0)).collect());
     let before = db.stats();

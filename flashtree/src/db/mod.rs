@@ -1611,10 +1611,9 @@ impl TaskCtx {
     /// later round (up to `PREFETCH_ROUNDS` in all, one per level still
     /// missing) descends again only for the keys that missed in the round
     /// before, since the page just read may be an inner node whose child
-    /// is missing too. Descending again for every key made TPC-C at 10×
-    /// out of memory descend 55 times per transaction in `sync` against
-    /// 36 in `none`. Pages it reads may be evicted again before the step
-    /// runs; the step then reads them one at a time, as without this.
+    /// is missing too (see ARCHITECTURE, "The life of a commit"). Pages it
+    /// reads may be evicted again before the step runs; the step then
+    /// reads them one at a time, as without this.
     async fn prefetch_leaves(&self, batch: &WriteBatch) -> Result<()> {
         const PREFETCH_ROUNDS: usize = 3;
         let bm = &self.inner.bm;
