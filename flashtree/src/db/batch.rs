@@ -330,12 +330,18 @@ impl<'a> HeldLeaf<'a> {
 /// `may_load_neighbour`: a leaf that would split evenly may stop the step
 /// to have a neighbour that is not in memory loaded
 /// ([`BatchStop::LoadNeighbour`]), to move entries there instead.
+///
+/// `located`: set to how many entries, from the first, found their leaf
+/// or bucket in memory before the step stopped (all of them, or fewer
+/// when it stopped at a miss): a prefetch after a miss starts there.
 pub(crate) fn apply_step(
     wb: &mut WorkerBuffer,
     batch: &WriteBatch,
     last_puts: &super::LastPuts,
     may_load_neighbour: bool,
+    located: &mut usize,
 ) -> std::result::Result<Applied, BatchStop> {
+    *located = 0;
     wb.manager().wal().check().map_err(BatchStop::Fatal)?;
     // Room for a group of one page; the group's real size is checked once
     // the step knows which pages it changed.
@@ -354,6 +360,8 @@ pub(crate) fn apply_step(
     let mut splits_for_entry = 0;
     let mut last_leaf: Option<usize> = None;
     while i < batch.len() {
+        // Every entry before `i` found its leaf or bucket in memory.
+        *located = i;
         let (tree_root, key, value) = batch.entry(i);
         if batch.entries[i].hash {
             // A hash tree: the bucket from the directory; a full one stops

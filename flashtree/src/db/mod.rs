@@ -1607,17 +1607,20 @@ impl TaskCtx {
     /// memory, concurrently: a batch of keys spread over a store larger
     /// than the pool waits for about one read per tree level, not one per
     /// leaf (the batch step restarts at each page it misses). The first
-    /// round descends for every key and starts the reads it misses; each
+    /// round descends for every key from entry `from` on (the step that
+    /// missed found the leaves of the entries before it in memory, so
+    /// descending for them again would find nothing to read) and starts
+    /// the reads it misses; each
     /// later round (up to `PREFETCH_ROUNDS` in all, one per level still
     /// missing) descends again only for the keys that missed in the round
     /// before, since the page just read may be an inner node whose child
     /// is missing too (see ARCHITECTURE, "The life of a commit"). Pages it
     /// reads may be evicted again before the step runs; the step then
     /// reads them one at a time, as without this.
-    async fn prefetch_leaves(&self, batch: &WriteBatch) -> Result<()> {
+    async fn prefetch_leaves(&self, batch: &WriteBatch, from: usize) -> Result<()> {
         const PREFETCH_ROUNDS: usize = 3;
         let bm = &self.inner.bm;
-        let mut probe: Vec<usize> = (0..batch.len()).collect();
+        let mut probe: Vec<usize> = (from..batch.len()).collect();
         for _ in 0..PREFETCH_ROUNDS {
             let (mut started, mut loading) = (0usize, None);
             let mut fatal = None;
@@ -1728,12 +1731,13 @@ impl TaskCtx {
         }
         let mut prefetched = false;
         let mut neighbour_loads = 0;
+        let mut located = 0;
         let applied = loop {
             let step = {
                 let last_puts = self.last_puts.borrow();
                 let may_load_neighbour = neighbour_loads < NEIGHBOUR_LOADS_PER_WRITE_MOST;
                 worker::with_local(|wb| {
-                    batch::apply_step(wb, batch, &last_puts, may_load_neighbour)
+                    batch::apply_step(wb, batch, &last_puts, may_load_neighbour, &mut located)
                 })
             };
             match step {
@@ -1742,9 +1746,10 @@ impl TaskCtx {
                 Err(BatchStop::Restart(Restart::Load(pid))) => {
                     if !prefetched && batch.len() > 1 {
                         // The first miss: read every missing leaf of the
-                        // batch at once, not one per restart.
+                        // batch at once, not one per restart. The entries
+                        // before the miss found theirs in memory.
                         prefetched = true;
-                        self.prefetch_leaves(batch).await?;
+                        self.prefetch_leaves(batch, located).await?;
                     } else {
                         worker::load_page(pid, &self.reads).await?
                     }
