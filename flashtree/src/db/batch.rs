@@ -331,6 +331,10 @@ impl<'a> HeldLeaf<'a> {
 /// to have a neighbour that is not in memory loaded
 /// ([`BatchStop::LoadNeighbour`]), to move entries there instead.
 ///
+/// `probe`: find every B+-tree entry's leaf before applying any (see
+/// [`probe_pays`]): a step that would miss a leaf late in the batch
+/// stops before it applied and must undo the entries before the miss.
+///
 /// `located`: set to how many entries, from the first, found their leaf
 /// or bucket in memory before the step stopped (all of them, or fewer
 /// when it stopped at a miss): a prefetch after a miss starts there.
@@ -339,6 +343,7 @@ pub(crate) fn apply_step(
     batch: &WriteBatch,
     last_puts: &super::LastPuts,
     may_load_neighbour: bool,
+    probe: bool,
     located: &mut usize,
 ) -> std::result::Result<Applied, BatchStop> {
     *located = 0;
@@ -351,6 +356,49 @@ pub(crate) fn apply_step(
         });
     }
     let bm = wb.manager_arc();
+    // The probe: every B+-tree entry's leaf, before anything is applied.
+    // A miss stops the step here, with nothing to undo; the leaves found
+    // are latched from these guards below, not found again. An entry
+    // whose key the previous probed leaf covers (keys in order) needs no
+    // descent: the step finds that leaf again as the previous entry's.
+    let mut probed = Vec::new();
+    if probe {
+        probed.reserve(batch.len());
+        let (mut lower, mut upper) = (Vec::new(), Vec::new());
+        let mut previous: Option<(PageId, usize)> = None;
+        for i in 0..batch.len() {
+            if batch.entries[i].hash {
+                probed.push(None);
+                previous = None;
+                continue;
+            }
+            let (tree_root, key, _) = batch.entry(i);
+            if let Some((_, p)) = previous.filter(|&(root, _)| root == tree_root) {
+                let leaf = probed[p].as_ref().expect("a probed leaf");
+                let n = tree::racy_node(leaf);
+                n.lower_fence_into(&mut lower);
+                n.upper_fence_into(&mut upper);
+                let covers = (lower.is_empty() || lower.as_slice() < key)
+                    && (upper.is_empty() || key <= upper.as_slice());
+                // The fences were read racily: trusted once the leaf is
+                // unchanged.
+                if covers && leaf.check().is_ok() {
+                    probed.push(None);
+                    continue;
+                }
+            }
+            match tree::descend(&bm, tree_root, key) {
+                Ok((_, leaf)) => {
+                    probed.push(Some(leaf));
+                    previous = Some((tree_root, i));
+                }
+                Err(e) => {
+                    *located = i;
+                    return Err(e.into());
+                }
+            }
+        }
+    }
     let mut held: Vec<HeldLeaf<'_>> = Vec::new();
     let mut found = vec![false; batch.len()];
     let mut underfull = Vec::new();
@@ -408,7 +456,26 @@ pub(crate) fn apply_step(
         }) {
             Some(index) => index,
             None => {
-                let leaf = leaf_in_step(&bm, &held, tree_root, key);
+                let leaf = match probed.get_mut(i).and_then(Option::take) {
+                    // Found by the probe; held since (the step split it or
+                    // an entry before went there): use it if it still
+                    // covers the key, else descend.
+                    Some(leaf) => match held.iter().position(|h| h.guard.pid() == leaf.pid()) {
+                        Some(index)
+                            if held[index].is_leaf
+                                && tree::leaf_covers(
+                                    Node::from_page(held[index].guard.page()),
+                                    key,
+                                ) =>
+                        {
+                            Ok(Parent::Held(index))
+                        }
+                        Some(_) => leaf_in_step(&bm, &held, tree_root, key),
+                        // Latching it checks that it did not change since.
+                        None => Ok(Parent::Optimistic(leaf)),
+                    },
+                    None => leaf_in_step(&bm, &held, tree_root, key),
+                };
                 hold_found(&mut held, tree_root, leaf)?
             }
         };
@@ -573,6 +640,38 @@ fn save_footprint(leaf: &mut HeldLeaf<'_>, footprint: Option<&Footprint>) {
             leaf.before = Before::Spans(undo);
         }
     }
+}
+
+/// Most entries of a batch whose first step probes its leaves: a probe
+/// may descend once per entry, and a large batch rarely misses late
+/// enough to pay for it.
+pub(crate) const PROBE_ENTRIES_MOST: usize = 64;
+
+/// Of a worker's last 64 batch writes, how many first steps missed a page
+/// for the probe to pay (see [`probe_pays`]).
+const PROBE_MISSES_LEAST: u32 = 4;
+
+thread_local! {
+    /// One bit per recent batch write of this worker thread, newest in
+    /// bit 0: its first step missed a page.
+    static FIRST_STEP_MISSES: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Records whether a batch write's first step missed a page.
+pub(crate) fn note_first_step(missed: bool) {
+    FIRST_STEP_MISSES.with(|m| m.set((m.get() << 1) | missed as u64));
+}
+
+/// True when this worker's recent batches missed pages often enough that
+/// a probe of a batch's leaves before applying it pays: out of memory,
+/// a step that misses a leaf after applying most of the batch (TPC-C's
+/// New-Order, whose last entry goes to a leaf no read of the transaction
+/// touched) undoes all of it and applies it again after the read; in
+/// memory no step misses and no probe runs.
+pub(crate) fn probe_pays(entries: usize) -> bool {
+    entries > 1
+        && entries <= PROBE_ENTRIES_MOST
+        && FIRST_STEP_MISSES.with(|m| m.get().count_ones()) >= PROBE_MISSES_LEAST
 }
 
 /// Most page-sized buffers a worker keeps for before-images (4 MiB), and
@@ -1042,6 +1141,25 @@ pub(crate) const SEPARATOR_BYTES_MAX: usize = MAX_KEY_BYTES + 8 + crate::btree::
 mod tests {
     use super::*;
     use crate::btree::node::init_leaf;
+
+    #[test]
+    fn probes_run_only_while_first_steps_miss() {
+        // Each test runs on a thread of its own: no history yet.
+        assert!(!probe_pays(10), "no miss seen yet");
+        for _ in 0..PROBE_MISSES_LEAST - 1 {
+            note_first_step(true);
+        }
+        assert!(!probe_pays(10), "too few misses");
+        note_first_step(true);
+        assert!(probe_pays(10));
+        assert!(!probe_pays(1), "a single entry has nothing to undo");
+        assert!(!probe_pays(PROBE_ENTRIES_MOST + 1), "too large a batch");
+        // 61 hits push out all but 3 of the 4 misses.
+        for _ in 0..61 {
+            note_first_step(false);
+        }
+        assert!(!probe_pays(10), "the misses are older than 64 writes");
+    }
 
     /// A leaf changed by inserts and removes through saved footprints: undo
     /// gives back the page as it was, and the runs cover every changed byte

@@ -1732,14 +1732,30 @@ impl TaskCtx {
         let mut prefetched = false;
         let mut neighbour_loads = 0;
         let mut located = 0;
+        let mut first_step = true;
         let applied = loop {
             let step = {
                 let last_puts = self.last_puts.borrow();
                 let may_load_neighbour = neighbour_loads < NEIGHBOUR_LOADS_PER_WRITE_MOST;
+                let probe = first_step && batch::probe_pays(batch.len());
                 worker::with_local(|wb| {
-                    batch::apply_step(wb, batch, &last_puts, may_load_neighbour, &mut located)
+                    batch::apply_step(
+                        wb,
+                        batch,
+                        &last_puts,
+                        may_load_neighbour,
+                        probe,
+                        &mut located,
+                    )
                 })
             };
+            if first_step {
+                first_step = false;
+                batch::note_first_step(matches!(
+                    step,
+                    Err(BatchStop::Restart(Restart::Load(_) | Restart::Loading(_)))
+                ));
+            }
             match step {
                 Ok(applied) => break applied,
                 Err(BatchStop::Fatal(e)) => return Err(e),
