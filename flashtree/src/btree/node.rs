@@ -184,6 +184,12 @@ const _: () = assert!(MAX_KEY_BYTES + CHILD_BYTES <= MAX_ENTRY_BYTES);
 // Offsets and lengths are stored as u16.
 const _: () = assert!(PAGE_SIZE <= u16::MAX as usize);
 
+/// True if a node with fences `lower` and `upper` holds the keys around
+/// `key`: `lower < key <= upper`, an empty fence being infinite.
+pub fn fences_cover(lower: &[u8], upper: &[u8], key: &[u8]) -> bool {
+    (lower.is_empty() || lower < key) && (upper.is_empty() || key <= upper)
+}
+
 /// True if a (key, value) pair is within the tree's size limits. The tree must
 /// reject larger pairs before calling into a node.
 pub const fn entry_within_limits(key_bytes: usize, value_bytes: usize) -> bool {
@@ -2019,9 +2025,7 @@ impl Node {
 
     /// True if `lower < key <= upper` (infinite fences always pass).
     fn key_within_fences(&self, key: &[u8]) -> bool {
-        let lower = self.lower_fence();
-        let upper = self.upper_fence();
-        (lower.is_empty() || key > lower) && (upper.is_empty() || key <= upper)
+        fences_cover(self.lower_fence(), self.upper_fence(), key)
     }
 
     /// Heap bytes of this node's entries if they were stored with

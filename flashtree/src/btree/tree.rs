@@ -1026,8 +1026,7 @@ pub enum ScanStep {
 
 /// Does `leaf` hold the keys around `key` (`lower < key <= upper`)?
 pub fn leaf_covers(leaf: &Node, key: &[u8]) -> bool {
-    let (lower, upper) = (leaf.lower_fence(), leaf.upper_fence());
-    (lower.is_empty() || lower < key) && (upper.is_empty() || key <= upper)
+    node::fences_cover(leaf.lower_fence(), leaf.upper_fence(), key)
 }
 
 /// The leaf for `from` with its parent and its index there: through

@@ -18,7 +18,7 @@
 //!   than a quarter of a worker's frames (they must be in memory at once).
 
 use super::Tree;
-use crate::btree::node::{Footprint, Node, MAX_ENTRY_BYTES, MAX_KEY_BYTES};
+use crate::btree::node::{fences_cover, Footprint, Node, MAX_ENTRY_BYTES, MAX_KEY_BYTES};
 use crate::btree::tree;
 use crate::buffer::{GuardX, OpError, PageId, Restart, WorkerBuffer};
 use crate::error::{Error, Result};
@@ -378,11 +378,9 @@ pub(crate) fn apply_step(
                 let n = tree::racy_node(leaf);
                 n.lower_fence_into(&mut lower);
                 n.upper_fence_into(&mut upper);
-                let covers = (lower.is_empty() || lower.as_slice() < key)
-                    && (upper.is_empty() || key <= upper.as_slice());
                 // The fences were read racily: trusted once the leaf is
                 // unchanged.
-                if covers && leaf.check().is_ok() {
+                if fences_cover(&lower, &upper, key) && leaf.check().is_ok() {
                     probed.push(None);
                     continue;
                 }
