@@ -974,6 +974,9 @@ fn run_engine(
 ) -> Result<EngineRun, String> {
     let dir = args.dir.join(name);
     let marker = args.dir.join(format!("{name}.loaded"));
+    // Held until the run ends: a second run on this directory would clear
+    // the data under this one.
+    let _lock = lock_engine_data(&args.dir, name)?;
     let loaded_key = loaded_key(name, workload, args.durability);
     let reused_load = args
         .reuse_data
@@ -1040,6 +1043,34 @@ fn run_engine(
             .map_err(|e| format!("cannot write {}: {e}", marker.display()))?;
     }
     result
+}
+
+/// Locks `dir/<name>.lock` (created, with `dir`, when missing) for one
+/// run of engine `name` on its data `dir/<name>`. A run whose load marker
+/// does not match clears that data, so two runs on one directory at once
+/// would delete each other's store: the second is refused, naming the
+/// directory. The lock goes with the returned file (`flock`, released when
+/// the process ends, also by a kill).
+fn lock_engine_data(dir: &Path, name: &str) -> Result<std::fs::File, String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(format!("{name}.lock"));
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| format!("cannot open {}: {e}", path.display()))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(format!(
+            "{} is in use by another bench run (it holds {}): wait for that run, or give this one another --dir",
+            dir.join(name).display(),
+            path.display()
+        )),
+        Err(std::fs::TryLockError::Error(e)) => {
+            Err(format!("cannot lock {}: {e}", path.display()))
+        }
+    }
 }
 
 /// What a `DIR/<engine>.loaded` marker says was loaded: the workload and
@@ -1626,6 +1657,18 @@ mod tests {
 
     fn loaded_rate(marker_text: &str, loaded_key: &str) -> Option<f64> {
         LoadMarker::parse(marker_text, loaded_key).map(|m| m.load_records_per_sec)
+    }
+
+    #[test]
+    fn a_second_run_on_one_data_directory_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = lock_engine_data(dir.path(), "flashtree").unwrap();
+        let refused = lock_engine_data(dir.path(), "flashtree").unwrap_err();
+        assert!(refused.contains("in use by another bench run"), "{refused}");
+        // Another engine's data in the same directory is its own.
+        let _other = lock_engine_data(dir.path(), "rocksdb").unwrap();
+        drop(first);
+        lock_engine_data(dir.path(), "flashtree").unwrap();
     }
 
     #[test]
