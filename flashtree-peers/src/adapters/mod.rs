@@ -94,7 +94,7 @@ pub fn durability(name: &str, mode: DurabilityMode) -> &'static str {
             "Durability::Buffered { max_delay_ms: 10 }: per-worker logs written within 10 ms; a commit returns before"
         }
         ("flashtree", Sync) => {
-            "Durability::Sync: a commit returns once its log records are durable (RWF_DSYNC log writes, group commit)"
+            "Durability::Sync: a commit returns once its log records are durable (group commit; LogWrites::Auto: writes then an fdatasync through the worker's I/O channel, or RWF_DSYNC writes from its thread when it would only wait)"
         }
         ("rocksdb", None) => "WAL off (WriteOptions::disable_wal)",
         ("rocksdb", Buffered) => "WAL on, WriteOptions::sync=false (log written to the OS at each write, not synced)",
