@@ -30,12 +30,14 @@ reuse=()
 [ "${REUSE:-0}" = 1 ] && reuse=(--reuse-data)
 if [ "${REUSE:-0}" != 1 ]; then rm -rf "$dir/flashtree" "$dir/flashtree.loaded"; fi
 
-run() { # mode -> prints the run's JSON summary line
+errors=$(mktemp)
+trap 'rm -f "$errors"' EXIT
+run() { # mode -> prints the run's JSON summary line (nothing if it failed)
   taskset -c "$core" "$ft" bench compare --workload tpcc --engines flashtree --memory 128MiB \
     --data-factor 10 --cores "$core" --seconds "$seconds" --tasks "$tasks" \
     --wal-per-worker 2GiB --checkpoint-log 1GiB --durability "$1" \
-    --dir "$dir" --results "$dir/results" --keep-data "${reuse[@]}" --json 2>/dev/null \
-    | grep '"engine":"flashtree"' | tail -1
+    --dir "$dir" --results "$dir/results" --keep-data "${reuse[@]}" --json 2>"$errors" \
+    | { grep '"engine":"flashtree"' || true; } | tail -1
 }
 
 field() { grep -o "\"$1\":[0-9.e+-]*" <<<"$2" | head -1 | cut -d: -f2; }
@@ -45,8 +47,12 @@ for _ in $(seq 1 "$rounds"); do modes+=(sync none); done
 ops=()
 n=0
 for mode in "${modes[@]}"; do
-  line=$(run "$mode")
-  [ -n "$line" ] || { echo "run $n ($mode) printed no result" >&2; exit 1; }
+  line=$(run "$mode") || true
+  if [ -z "$line" ]; then
+    echo "run $n ($mode) printed no result; its last lines:" >&2
+    tail -5 "$errors" >&2
+    exit 1
+  fi
   reuse=(--reuse-data)
   o=$(field ops_per_sec "$line")
   c=$(field cpu_us_per_op "$line")
