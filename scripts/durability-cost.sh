@@ -40,7 +40,9 @@ run() { # mode -> prints the run's JSON summary line (nothing if it failed)
     | { grep '"engine":"flashtree"' || true; } | tail -1
 }
 
-field() { grep -o "\"$1\":[0-9.e+-]*" <<<"$2" | head -1 | cut -d: -f2; }
+# A top-level field of a JSON summary line (null as 0), parsed as JSON:
+# the first match of a pattern could be a nested field of the same name.
+field() { python3 -c 'import json, sys; print(json.loads(sys.argv[2]).get(sys.argv[1]) or 0)' "$1" "$2"; }
 
 modes=(none)
 for _ in $(seq 1 "$rounds"); do modes+=(sync none); done
