@@ -31,7 +31,10 @@ use crate::io::layout::{self, Decoded, DevicePlan, SlotPlace, Superblock};
 use crate::io::{
     AlignedBuf, IoChannel, IoRequest, Storage, StorageConfig, StoreLock, Vfs, Window, PAGE_SIZE,
 };
-use crate::wal::format::{Checkpoint, BLOCK_BYTES, CHECKPOINT_VERSION, FLAG_UNLOGGED_OPEN};
+use crate::wal::format::{
+    checkpoint_version_is_read, Checkpoint, BLOCK_BYTES, CHECKPOINT_VERSION,
+    CHECKPOINT_VERSION_OLDEST_READ, FLAG_UNLOGGED_OPEN,
+};
 use crate::wal::recovery::{self, LogFile};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -159,10 +162,10 @@ pub(crate) fn read_checkpoint(storage: &Storage, slots: &SlotPlace) -> Result<Op
     for k in 0..2 {
         if let Some(bytes) = slots.read(storage, k)? {
             if let Some(version) =
-                Checkpoint::checked_version(&bytes).filter(|&v| v != CHECKPOINT_VERSION)
+                Checkpoint::checked_version(&bytes).filter(|&v| !checkpoint_version_is_read(v))
             {
                 return Err(Error::InvalidArgument(format!(
-                    "{}: checkpoint format version {version}; this build reads version {CHECKPOINT_VERSION} (the store was written by another flashtree version)",
+                    "{}: checkpoint format version {version}; this build reads versions {CHECKPOINT_VERSION_OLDEST_READ} to {CHECKPOINT_VERSION} (the store was written by another flashtree version)",
                     slots.name(storage, k)
                 )));
             }

@@ -469,7 +469,7 @@ fn runs_within_avx2(
     })
 }
 
-/// Applies the delta payload `runs` (validated by [`decode_checked_group`])
+/// Applies the delta payload `runs` (validated by [`decode_group`])
 /// to `page`.
 pub fn apply_delta(page: &mut [u8; PAGE_SIZE], runs: &[u8]) {
     for run in delta_runs_of(runs) {
@@ -595,18 +595,16 @@ impl GroupParts<'_> {
         let at = out.len();
         out.extend_from_slice(&[0; RECORD_HEADER_BYTES]);
         self.encode_body(|piece| out.extend_from_slice(piece));
-        let body = &out[at + RECORD_HEADER_BYTES..];
-        let header = record_header(body.len(), crc32c(body));
-        out[at..at + RECORD_HEADER_BYTES].copy_from_slice(&header);
+        let body_bytes = out.len() - at - RECORD_HEADER_BYTES;
+        out[at..at + RECORD_HEADER_BYTES].copy_from_slice(&record_header(body_bytes));
     }
 }
 
-/// The header of a record whose body has `body_bytes` bytes and CRC-32C
-/// `crc`.
-pub fn record_header(body_bytes: usize, crc: u32) -> [u8; RECORD_HEADER_BYTES] {
+/// The header of a record whose body has `body_bytes` bytes (the second
+/// word is reserved, 0).
+pub fn record_header(body_bytes: usize) -> [u8; RECORD_HEADER_BYTES] {
     let mut header = [0u8; RECORD_HEADER_BYTES];
     header[0..4].copy_from_slice(&(body_bytes as u32).to_le_bytes());
-    header[4..8].copy_from_slice(&crc.to_le_bytes());
     header
 }
 
@@ -647,17 +645,10 @@ impl PageForm {
     }
 }
 
-/// Checks a record body against its CRC and decodes it. An error means
-/// the bytes are not a record flashtree wrote.
-pub fn decode_group(body: &[u8], crc: u32) -> Result<Group<'_>> {
-    if crc32c(body) != crc {
-        return Err(Error::Corrupt("log record checksum mismatch".into()));
-    }
-    decode_checked_group(body)
-}
-
-/// Decodes a record body whose CRC [`decode_group`] already checked.
-pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
+/// Decodes a record body read from intact log blocks (their CRCs cover
+/// it). Every length and count is checked against the body, so an error
+/// means the bytes are not a record flashtree wrote; it never panics.
+pub fn decode_group(body: &[u8]) -> Result<Group<'_>> {
     let bad = |what: &str| Error::Corrupt(format!("log record: {what}"));
     let (fixed_bytes, range_count) = match body.first() {
         Some(&KIND_GROUP) if body.len() >= GROUP_FIXED_BYTES => (GROUP_FIXED_BYTES, 0),
@@ -756,7 +747,15 @@ pub fn decode_checked_group(body: &[u8]) -> Result<Group<'_>> {
 /// Magic of checkpoint slots.
 pub const CHECKPOINT_MAGIC: &[u8; 4] = b"FTCK";
 /// Format version of checkpoint slots.
-pub const CHECKPOINT_VERSION: u32 = 2;
+pub const CHECKPOINT_VERSION: u32 = 3;
+/// Oldest slot version this build reads: version 2 differs only in that
+/// its log records kept a CRC of their own, which the reader ignores.
+pub const CHECKPOINT_VERSION_OLDEST_READ: u32 = 2;
+
+/// True for a slot version this build reads.
+pub fn checkpoint_version_is_read(version: u32) -> bool {
+    (CHECKPOINT_VERSION_OLDEST_READ..=CHECKPOINT_VERSION).contains(&version)
+}
 /// Flag: a session without a log (`Durability::None`) had the store open.
 pub const FLAG_UNLOGGED_OPEN: u32 = 1;
 
@@ -847,7 +846,9 @@ impl Checkpoint {
         if len < CHECKPOINT_FIXED_BYTES || len > bytes.len() {
             return None;
         }
-        if u32_at(bytes, 0) != crc32c(&bytes[4..len]) || u32_at(bytes, 8) != CHECKPOINT_VERSION {
+        if u32_at(bytes, 0) != crc32c(&bytes[4..len])
+            || !checkpoint_version_is_read(u32_at(bytes, 8))
+        {
             return None;
         }
         let mut checkpoint = Checkpoint {
@@ -1072,8 +1073,8 @@ mod tests {
         parts.encode_into(&mut bytes);
         assert_eq!(bytes.len(), parts.record_bytes());
         let len = u32_at(&bytes, 0) as usize;
-        let crc = u32_at(&bytes, 4);
-        let group = decode_group(&bytes[8..8 + len], crc).unwrap();
+        assert_eq!(u32_at(&bytes, 4), 0, "the reserved word");
+        let group = decode_group(&bytes[8..8 + len]).unwrap();
         assert_eq!(group.seq, 77);
         assert_eq!(group.catalog, Some((5, "users".to_string())));
         assert_eq!(group.freed, vec![11, 12]);
@@ -1100,9 +1101,17 @@ mod tests {
         let fine = [0, 0, 2, 0, 9, 9, 16, 0, 1, 0, 7];
         let runs: Vec<_> = delta_runs_of(&fine).collect();
         assert_eq!(runs, vec![Some((0, &[9u8, 9][..])), Some((16, &[7u8][..]))]);
-        let mut damaged = bytes.clone();
-        damaged[200] ^= 1;
-        assert!(decode_group(&damaged[8..8 + len], crc).is_err());
+        // A body whose counts or forms do not fit it is refused (bytes
+        // damaged on disk are caught by the blocks' CRCs before this).
+        let body = &bytes[8..8 + len];
+        let mut many_pages = body.to_vec();
+        many_pages[4] = 0xFF;
+        assert!(decode_group(&many_pages).is_err());
+        assert!(decode_group(&body[..len - 1]).is_err());
+        let mut bad_form = body.to_vec();
+        let first_change = GROUP_FIXED_BYTES + 8 + "users".len() + 16;
+        bad_form[first_change + 8] = 9;
+        assert!(decode_group(&bad_form).is_err());
     }
 
     #[test]
@@ -1120,10 +1129,9 @@ mod tests {
         parts.encode_into(&mut bytes);
         assert_eq!(bytes.len(), parts.record_bytes());
         let len = u32_at(&bytes, 0) as usize;
-        let crc = u32_at(&bytes, 4);
         let body = &bytes[8..8 + len];
         assert_eq!(body[0], KIND_GROUP_ALLOCATING);
-        let group = decode_group(body, crc).unwrap();
+        let group = decode_group(body).unwrap();
         assert_eq!(group.seq, 12);
         assert_eq!(group.freed, vec![4]);
         assert_eq!(group.allocated, vec![(100, 50), (300, 2)]);
@@ -1134,11 +1142,11 @@ mod tests {
         // A range count that runs past the body, or an empty range, is refused.
         let mut bad = body.to_vec();
         bad[24] = 200;
-        assert!(decode_checked_group(&bad).is_err());
+        assert!(decode_group(&bad).is_err());
         let mut empty = body.to_vec();
         let ranges_at = GROUP_FIXED_BYTES + GROUP_ALLOCATING_EXTRA_BYTES + 8;
         empty[ranges_at + 8..ranges_at + 16].fill(0);
-        assert!(decode_checked_group(&empty).is_err());
+        assert!(decode_group(&empty).is_err());
     }
 
     #[test]
@@ -1166,7 +1174,7 @@ mod tests {
         parts.encode_into(&mut bytes);
         assert!(bytes.len() < PAGE_SIZE, "{} bytes", bytes.len());
         let len = u32_at(&bytes, 0) as usize;
-        let group = decode_group(&bytes[8..8 + len], u32_at(&bytes, 4)).unwrap();
+        let group = decode_group(&bytes[8..8 + len]).unwrap();
         let PageForm::Fresh(at, payload) = group.pages[0].1 else {
             panic!("fresh form decoded as {:?}", group.pages[0].1)
         };
@@ -1207,5 +1215,23 @@ mod tests {
         damaged[70] ^= 1;
         assert_eq!(Checkpoint::decode(&damaged), None);
         assert_eq!(Checkpoint::decode(&vec![0u8; PAGE_SIZE]), None);
+        // Version 2 (records with a CRC of their own, otherwise the same)
+        // is read; versions 1 and 4 are not, though intact.
+        let as_version = |version: u32| {
+            let mut other = bytes.clone();
+            other[8..12].copy_from_slice(&version.to_le_bytes());
+            let len = u32_at(&other, 12) as usize;
+            let crc = crc32c(&other[4..len]);
+            other[0..4].copy_from_slice(&crc.to_le_bytes());
+            other
+        };
+        assert_eq!(Checkpoint::decode(&as_version(2)), Some(checkpoint));
+        for version in [1, 4] {
+            assert_eq!(Checkpoint::decode(&as_version(version)), None);
+            assert_eq!(
+                Checkpoint::checked_version(&as_version(version)),
+                Some(version)
+            );
+        }
     }
 }

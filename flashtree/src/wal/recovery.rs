@@ -18,8 +18,8 @@
 //!   same checkpoint and logs, and writes the same pages.
 
 use super::format::{
-    apply_delta, decode_checked_group, decode_group, open_block, Checkpoint, PageForm, BLOCK_BYTES,
-    BLOCK_HEADER_BYTES, MAX_RECORD_BYTES, RECORD_HEADER_BYTES,
+    apply_delta, decode_group, open_block, Checkpoint, PageForm, BLOCK_BYTES, BLOCK_HEADER_BYTES,
+    MAX_RECORD_BYTES, RECORD_HEADER_BYTES,
 };
 use crate::buffer::PageId;
 use crate::error::{Error, Result};
@@ -240,8 +240,9 @@ fn take_records(
 ) -> Result<()> {
     let mut at = 0;
     while stream.len() - at >= RECORD_HEADER_BYTES {
+        // The second word is reserved (a version-2 log kept the body's
+        // CRC there; the blocks' CRCs cover every byte either way).
         let len = u32::from_le_bytes(stream[at..at + 4].try_into().expect("4")) as usize;
-        let crc = u32::from_le_bytes(stream[at + 4..at + 8].try_into().expect("4"));
         if len > MAX_RECORD_BYTES {
             return Err(Error::Corrupt(format!(
                 "log {path}: a record of {len} bytes in block {block}"
@@ -251,7 +252,7 @@ fn take_records(
             break;
         }
         let body = &stream[at + RECORD_HEADER_BYTES..at + RECORD_HEADER_BYTES + len];
-        let group = decode_group(body, crc).map_err(|e| {
+        let group = decode_group(body).map_err(|e| {
             Error::Corrupt(format!("log {path}, record ending in block {block}: {e}"))
         })?;
         groups.push(FoundGroup {
@@ -346,7 +347,7 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
         }
         replay.groups += 1;
         // Its CRC was checked when the log was scanned.
-        let group = decode_checked_group(&found.body)?;
+        let group = decode_group(&found.body)?;
         if let Some((root, name)) = group.catalog.clone() {
             if !replay.trees.iter().any(|(n, _)| *n == name) {
                 replay.trees.push((name, root));

@@ -324,25 +324,15 @@ impl LogWriter {
             Some(parts.seq),
             "a group appended without its number"
         );
-        // The record is built in place in the ring: the header's room
-        // first, then the body straight from the page images, then its CRC
-        // over the ring's copy (one pass per block it spans, in cache) and
-        // the header.
-        let header_at = self.tail_position();
-        self.append_bytes(&[0; RECORD_HEADER_BYTES]);
+        // The record is built in place in the ring: its header (the body's
+        // length is known before the body is encoded), then the body
+        // straight from the page images. No checksum of its own: the CRC
+        // of every block it spans covers it (see FORMAT.md, "Records").
+        let body_bytes = parts.body_bytes();
+        self.append_bytes(&record_header(body_bytes));
         let body_at = self.tail_position();
         parts.encode_body(|piece| self.append_bytes(piece));
-        let body_bytes = self.bytes_since(body_at);
-        debug_assert_eq!(body_bytes, parts.body_bytes());
-        let mut digest = crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc32Iscsi);
-        self.for_each_segment(body_at, body_bytes, |segment| digest.update(segment));
-        let header = record_header(body_bytes, digest.finalize() as u32);
-        let mut rest = &header[..];
-        self.for_each_segment_mut(header_at, RECORD_HEADER_BYTES, |segment| {
-            let (now, later) = rest.split_at(segment.len());
-            segment.copy_from_slice(now);
-            rest = later;
-        });
+        debug_assert_eq!(self.bytes_since(body_at), body_bytes);
         self.finish_group(parts.seq, RECORD_HEADER_BYTES + body_bytes);
         self.stats.image_bytes += parts.image_bytes() as u64;
     }
@@ -359,6 +349,7 @@ impl LogWriter {
 
     /// Calls `f` on the ring's payload bytes `from.. from + bytes` (appended
     /// already), one contiguous piece per block.
+    #[cfg(test)]
     fn for_each_segment(&self, from: (u64, usize), bytes: usize, mut f: impl FnMut(&[u8])) {
         let (mut block, mut used) = from;
         let mut left = bytes;
@@ -366,25 +357,6 @@ impl LogWriter {
             let n = (BLOCK_PAYLOAD_BYTES - used).min(left);
             let at = self.ring_offset(block) + BLOCK_HEADER_BYTES + used;
             f(&self.ring[at..at + n]);
-            left -= n;
-            block += 1;
-            used = 0;
-        }
-    }
-
-    /// [`LogWriter::for_each_segment`], for changes.
-    fn for_each_segment_mut(
-        &mut self,
-        from: (u64, usize),
-        bytes: usize,
-        mut f: impl FnMut(&mut [u8]),
-    ) {
-        let (mut block, mut used) = from;
-        let mut left = bytes;
-        while left > 0 {
-            let n = (BLOCK_PAYLOAD_BYTES - used).min(left);
-            let at = self.ring_offset(block) + BLOCK_HEADER_BYTES + used;
-            f(&mut self.ring[at..at + n]);
             left -= n;
             block += 1;
             used = 0;
