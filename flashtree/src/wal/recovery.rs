@@ -346,7 +346,7 @@ pub fn replay(checkpoint: &Checkpoint, found: Vec<FoundGroup>, log_bytes: u64) -
             continue;
         }
         replay.groups += 1;
-        // Its CRC was checked when the log was scanned.
+        // Decoded once already, when the log was scanned.
         let group = decode_group(&found.body)?;
         if let Some((root, name)) = group.catalog.clone() {
             if !replay.trees.iter().any(|(n, _)| *n == name) {
