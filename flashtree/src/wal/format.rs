@@ -61,7 +61,7 @@ pub const BLOCK_HEADER_BYTES: usize = 40;
 pub const BLOCK_PAYLOAD_BYTES: usize = BLOCK_BYTES - BLOCK_HEADER_BYTES;
 /// Magic of log blocks.
 pub const BLOCK_MAGIC: &[u8; 4] = b"FTLG";
-/// Bytes of a record header (length, CRC).
+/// Bytes of a record header (length, a reserved word).
 pub const RECORD_HEADER_BYTES: usize = 8;
 /// Bytes of a group body before its variable parts.
 pub const GROUP_FIXED_BYTES: usize = 24;

@@ -45,7 +45,7 @@ pub struct LogFile {
 pub struct FoundGroup {
     /// Which log.
     pub log: usize,
-    /// The record body (checked against its CRC).
+    /// The record body (read from intact blocks, decoded once).
     pub body: Vec<u8>,
     /// Its sequence number.
     pub seq: u64,
