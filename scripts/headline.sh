@@ -66,9 +66,9 @@ if [[ $what == durable || $what == all ]]; then
   # measurement interval follows a ramp-up) and neither engine is in one in
   # the first seconds after its open: in one 60 s sync run on a loaded store
   # (1 core, 128 MiB), RocksDB's 5 s averages went 1,326, 1,121, 1,156, ...
-  # down to 831 as its compactions fell behind, and flashtree's from 7,029
-  # to 8,000-8,400 as its pool filled with the hot pages (docs/ARCHITECTURE,
-  # "How long a durable TPC-C run lasts").
+  # down to 831 (its compactions falling behind, likely), and flashtree's
+  # from 7,029 to 8,000-8,400 (docs/ARCHITECTURE, "How long a durable TPC-C
+  # run lasts").
   $FT bench compare --workload tpcc --durability sync --engines flashtree,rocksdb,wiredtiger \
       --memory 128MiB --data-factor 10 --cores 0 --seconds 30 --threads 16,64,256 --rounds 3 \
       "${wal[@]}" --dir "$DIR/durable" --keep-data
