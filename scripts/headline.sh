@@ -65,10 +65,11 @@ if [[ $what == durable || $what == all ]]; then
   # 30 s runs, because TPC-C measures a steady state (its specification's
   # measurement interval follows a ramp-up) and neither engine is in one in
   # the first seconds after its open: in one 60 s sync run on a loaded store
-  # (1 core, 128 MiB), RocksDB's 5 s averages went 1,326, 1,121, 1,156, ...
-  # down to 831 (its compactions falling behind, likely), and flashtree's
-  # from 7,029 to 8,000-8,400 (docs/ARCHITECTURE, "How long a durable TPC-C
-  # run lasts").
+  # (1 core, 128 MiB), RocksDB's 5 s averages went 1,327, 1,121, 1,156, ...
+  # down to 831, still falling (its compactions falling behind, likely),
+  # and flashtree's between 7,016 and 8,413; 30 s is closer to a steady
+  # state, not at it (docs/ARCHITECTURE, "How long a durable TPC-C run
+  # lasts").
   $FT bench compare --workload tpcc --durability sync --engines flashtree,rocksdb,wiredtiger \
       --memory 128MiB --data-factor 10 --cores 0 --seconds 30 --threads 16,64,256 --rounds 3 \
       "${wal[@]}" --dir "$DIR/durable" --keep-data
