@@ -62,14 +62,9 @@ if [[ $what == durable || $what == all ]]; then
   # log per worker and a checkpoint per 1 GiB of log (see README).
   wal=(--wal-per-worker 2GiB --checkpoint-log 1GiB)
   echo "## issue 15: TPC-C in sync, 3 interleaved rounds of 30 s, 10x out of memory on core 0"
-  # 30 s runs, because TPC-C measures a steady state (its specification's
-  # measurement interval follows a ramp-up) and neither engine is in one in
-  # the first seconds after its open: in one 60 s sync run on a loaded store
-  # (1 core, 128 MiB), RocksDB's 5 s averages went 1,327, 1,121, 1,156, ...
-  # down to 831, still falling (its compactions falling behind, likely),
-  # and flashtree's between 7,016 and 8,413; 30 s is closer to a steady
-  # state, not at it (docs/ARCHITECTURE, "How long a durable TPC-C run
-  # lasts").
+  # 30 s runs: TPC-C measures a steady state, and 10 s runs catch both
+  # engines right after their open (the figures: docs/ARCHITECTURE, "How
+  # long a durable TPC-C run lasts").
   $FT bench compare --workload tpcc --durability sync --engines flashtree,rocksdb,wiredtiger \
       --memory 128MiB --data-factor 10 --cores 0 --seconds 30 --threads 16,64,256 --rounds 3 \
       "${wal[@]}" --dir "$DIR/durable" --keep-data
