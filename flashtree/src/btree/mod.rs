@@ -1,5 +1,6 @@
 //! The B+-tree: slotted nodes ([`node`]) and tree operations ([`tree`]).
 
+pub mod compact;
 pub mod hash;
 pub mod node;
 pub mod tree;

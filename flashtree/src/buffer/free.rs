@@ -91,6 +91,43 @@ impl FreePages {
         self.reserved.push((first, count));
     }
 
+    /// Takes `pid` out of the reservation that holds it (it goes into
+    /// use); the range shrinks, or splits in two. False when no
+    /// reservation holds it.
+    pub(crate) fn take_reserved(&mut self, pid: PageId) -> bool {
+        let Some(i) = self
+            .reserved
+            .iter()
+            .position(|&(first, count)| first <= pid && pid < first + count)
+        else {
+            return false;
+        };
+        let (first, count) = self.reserved.swap_remove(i);
+        if pid > first {
+            self.reserved.push((first, pid - first));
+        }
+        if pid + 1 < first + count {
+            self.reserved.push((pid + 1, first + count - pid - 1));
+        }
+        true
+    }
+
+    /// Frees every id of `first..first + count` still reserved (what
+    /// [`FreePages::take_reserved`] left of a reservation).
+    pub(crate) fn release_reserved(&mut self, first: PageId, count: u64) {
+        let end = first + count;
+        let mut i = 0;
+        while i < self.reserved.len() {
+            let (f, n) = self.reserved[i];
+            if f >= first && f + n <= end {
+                self.reserved.swap_remove(i);
+                self.kept.extend(f..f + n);
+            } else {
+                i += 1;
+            }
+        }
+    }
+
     /// Ends the reservation of `first..`: its first `used` ids are taken
     /// into use (a committed load), the rest are free.
     pub(crate) fn end_reservation(&mut self, first: PageId, used: u64) {
@@ -158,6 +195,27 @@ mod tests {
         let mut popped: Vec<PageId> = std::iter::from_fn(|| free.pop()).collect();
         popped.sort_unstable();
         assert_eq!(popped, vec![3, 4, 9]);
+    }
+
+    #[test]
+    fn ids_taken_from_a_reservation_leave_the_rest_reserved() {
+        let mut free = FreePages::new(vec![]);
+        free.reserve(10, 5);
+        assert!(free.take_reserved(10));
+        assert!(free.take_reserved(12));
+        assert!(!free.take_reserved(12));
+        assert!(!free.take_reserved(15));
+        let mut all = free.all();
+        all.sort_unstable();
+        assert_eq!(all, vec![11, 13, 14]);
+        assert_eq!(free.pop(), None);
+        free.release_reserved(10, 5);
+        let mut kept = vec![];
+        while let Some(pid) = free.pop() {
+            kept.push(pid);
+        }
+        kept.sort_unstable();
+        assert_eq!(kept, vec![11, 13, 14]);
     }
 
     #[test]

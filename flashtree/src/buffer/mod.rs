@@ -99,6 +99,14 @@ const CHECKPOINT_WRITE_TAG: u64 = 1 << 59;
 /// Bit of a request's user_data marking a checkpoint's sync of a data
 /// device.
 const CHECKPOINT_SYNC_TAG: u64 = 1 << 60;
+/// Bit of a request's user_data marking a read of a run of consecutive
+/// pages into a staging buffer (the low bits: the staging slot).
+const READ_RUN_TAG: u64 = 1 << 58;
+/// Most pages in one run read (64 KiB; a read also stays inside one stripe
+/// chunk).
+pub const READ_RUN_MOST_PAGES: usize = 16;
+/// Run reads in flight per worker at most.
+const READ_RUNS_IN_FLIGHT: usize = 8;
 
 /// Latches page `pid` in `frame` exclusively and seals it for a
 /// checkpoint's write, if it is still there, dirty, unlatched, and
@@ -436,6 +444,27 @@ impl BufferManager {
         }
         free.reserve(first, count);
         Ok(first)
+    }
+
+    /// Takes `pid`, which [`BufferManager::reserve_pages`] reserved, into
+    /// use (the rest stays reserved). Call it in the logged step that
+    /// first logs the page, as a bulk load's commit ends its reservation:
+    /// a checkpoint then either lists the id as free and is older than
+    /// that group, or does not list it.
+    pub fn take_reserved(&self, pid: PageId) -> bool {
+        self.free_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take_reserved(pid)
+    }
+
+    /// Frees the ids of `first..first + count` that are still reserved
+    /// (those [`BufferManager::take_reserved`] did not take).
+    pub fn release_reserved(&self, first: PageId, count: u64) {
+        self.free_pids
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .release_reserved(first, count);
     }
 
     /// Ends the reservation at `first`: its first `used` ids are in use
@@ -1026,6 +1055,8 @@ pub struct WorkerIoStats {
     pub page_reads: u64,
     /// Of `page_reads`, pages read ahead for a scan (no task waited).
     pub read_ahead_reads: u64,
+    /// Reads of several consecutive pages in one request (read ahead).
+    pub read_runs: u64,
     /// Pages written back.
     pub page_writes: u64,
     /// Of `page_writes`, pages written as hot ([`WriteClass::DataHot`]).
@@ -1145,6 +1176,10 @@ pub struct WorkerBuffer {
     /// pages (page, frame) its write in flight holds (empty: free).
     checkpoint_bufs: Vec<crate::io::AlignedBuf>,
     checkpoint_slots: Vec<Vec<(PageId, u32)>>,
+    /// Staging buffers of run reads (`read_ahead`), each with the pages
+    /// (page, frame) its read in flight loads (empty: free).
+    read_run_bufs: Vec<crate::io::AlignedBuf>,
+    read_run_slots: Vec<Vec<(PageId, u32)>>,
     /// Checkpoint writes in flight.
     checkpoint_writes_in_flight: usize,
     /// A checkpoint's data-device syncs in flight, and the first error.
@@ -1201,6 +1236,8 @@ impl WorkerBuffer {
             checkpoint_retry: Vec::new(),
             checkpoint_bufs: Vec::new(),
             checkpoint_slots: Vec::new(),
+            read_run_bufs: Vec::new(),
+            read_run_slots: Vec::new(),
             checkpoint_writes_in_flight: 0,
             checkpoint_syncs_in_flight: 0,
             checkpoint_sync_error: None,
@@ -1448,41 +1485,10 @@ impl WorkerBuffer {
     /// leaves the page evicted, for whoever needs it to read (and fail)
     /// again.
     pub fn start_load(&mut self, pid: PageId, task: Option<TaskId>) -> Result<LoadStart> {
-        if let Err(OpError::Fatal(e)) = self.bm.check_pid(pid) {
-            return Err(e);
-        }
-        let state = self.bm.state(pid);
-        let word = state.load();
-        match state_of(word) {
-            EVICTED if self.bm.frame_slot(pid).load(Ordering::Acquire) == FREED_SLOT => {
-                return Ok(LoadStart::Busy)
-            }
-            EVICTED => {}
-            LOADING => return Ok(LoadStart::Loading),
-            LOCKED => return Ok(LoadStart::Busy),
-            _ => return Ok(LoadStart::Resident),
-        }
-        if self.channel.free() == 0 {
-            return Ok(LoadStart::NoFrame);
-        }
-        let Some(frame) = self.free_frames.pop() else {
-            return Ok(LoadStart::NoFrame);
+        let (frame, word) = match self.claim_for_load(pid)? {
+            Ok(claimed) => claimed,
+            Err(found) => return Ok(found),
         };
-        if !state.cas(word, make(LOADING, version_of(word))) {
-            self.free_frames.push(frame);
-            return Ok(LoadStart::Busy);
-        }
-        self.bm.frame_pid[frame as usize].store(pid, Ordering::Release);
-        self.heat_tick_countdown -= 1;
-        if self.heat_tick_countdown == 0 {
-            self.heat_tick_countdown =
-                u64::from(self.end_frame - self.first_frame) * HEAT_EPOCH_POOLS;
-            self.bm.heat_ticks.fetch_add(1, Ordering::Relaxed);
-        }
-        let heat = self.bm.bump_heat(pid);
-        let local = (frame - self.first_frame) as usize;
-        self.clock_credit[local] = self.bm.spare_rounds_for(heat);
-        self.frame_fresh[local] = true;
         let req = IoRequest::read(
             pid * PAGE_SIZE as u64,
             self.bm.frame_ptr(frame),
@@ -1492,11 +1498,7 @@ impl WorkerBuffer {
         // SAFETY: the frame is ours (taken from the free list) and holds a
         // page in LOADING state: nobody trusts its bytes until completion.
         if let Err(e) = unsafe { self.channel.push(req) } {
-            self.bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
-            self.free_frames.push(frame);
-            state
-                .0
-                .store(make(EVICTED, version_of(word) + 1), Ordering::Release);
+            self.unclaim_load(pid, frame, word);
             return Err(e.into());
         }
         self.read_waiters[(frame - self.first_frame) as usize] = task;
@@ -1512,6 +1514,168 @@ impl WorkerBuffer {
         }
         self.stats.page_reads += 1;
         Ok(LoadStart::Started)
+    }
+
+    /// Takes a free frame for reading `pid` and marks the page LOADING:
+    /// `Ok(Ok((frame, state word before)))`, or `Ok(Err(what was found))`
+    /// when it is not to be read now (in memory, being read, latched,
+    /// freed, or no frame or channel room).
+    fn claim_for_load(&mut self, pid: PageId) -> Result<std::result::Result<(u32, u64), LoadStart>> {
+        if let Err(OpError::Fatal(e)) = self.bm.check_pid(pid) {
+            return Err(e);
+        }
+        let state = self.bm.state(pid);
+        let word = state.load();
+        match state_of(word) {
+            EVICTED if self.bm.frame_slot(pid).load(Ordering::Acquire) == FREED_SLOT => {
+                return Ok(Err(LoadStart::Busy))
+            }
+            EVICTED => {}
+            LOADING => return Ok(Err(LoadStart::Loading)),
+            LOCKED => return Ok(Err(LoadStart::Busy)),
+            _ => return Ok(Err(LoadStart::Resident)),
+        }
+        if self.channel.free() == 0 {
+            return Ok(Err(LoadStart::NoFrame));
+        }
+        let Some(frame) = self.free_frames.pop() else {
+            return Ok(Err(LoadStart::NoFrame));
+        };
+        if !state.cas(word, make(LOADING, version_of(word))) {
+            self.free_frames.push(frame);
+            return Ok(Err(LoadStart::Busy));
+        }
+        self.bm.frame_pid[frame as usize].store(pid, Ordering::Release);
+        self.heat_tick_countdown -= 1;
+        if self.heat_tick_countdown == 0 {
+            self.heat_tick_countdown =
+                u64::from(self.end_frame - self.first_frame) * HEAT_EPOCH_POOLS;
+            self.bm.heat_ticks.fetch_add(1, Ordering::Relaxed);
+        }
+        let heat = self.bm.bump_heat(pid);
+        let local = (frame - self.first_frame) as usize;
+        self.clock_credit[local] = self.bm.spare_rounds_for(heat);
+        self.frame_fresh[local] = true;
+        Ok(Ok((frame, word)))
+    }
+
+    /// Undoes [`WorkerBuffer::claim_for_load`] when the read could not be
+    /// sent: the page is evicted again (a new version) and the frame free.
+    fn unclaim_load(&mut self, pid: PageId, frame: u32, word: u64) {
+        self.bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
+        self.free_frames.push(frame);
+        self.bm
+            .state(pid)
+            .0
+            .store(make(EVICTED, version_of(word) + 1), Ordering::Release);
+    }
+
+    /// Reads `pids` ahead of need (no task waits for them; see
+    /// [`WorkerBuffer::start_load`] with no task). Runs of consecutive ids
+    /// that lie in one stripe chunk and are all on the device go in one
+    /// read each, of up to [`READ_RUN_MOST_PAGES`] pages, through a
+    /// staging buffer; pages in memory or being read are skipped. Returns
+    /// false when it stopped early (no frame, no room in the channel, or
+    /// a page latched), true when every page was handled.
+    pub fn read_ahead(&mut self, pids: &[PageId]) -> Result<bool> {
+        if self.read_run_slots.is_empty() {
+            self.read_run_bufs = (0..READ_RUNS_IN_FLIGHT)
+                .map(|_| crate::io::AlignedBuf::new(READ_RUN_MOST_PAGES * PAGE_SIZE))
+                .collect();
+            self.read_run_slots = vec![Vec::new(); READ_RUNS_IN_FLIGHT];
+        }
+        let chunk_bytes = self.bm.storage().chunk_bytes();
+        let same_chunk =
+            |a: PageId, b: PageId| (a * PAGE_SIZE as u64) / chunk_bytes == (b * PAGE_SIZE as u64) / chunk_bytes;
+        let mut at = 0;
+        while at < pids.len() {
+            // The run of consecutive ids from `at`.
+            let first = pids[at];
+            let mut len = 1;
+            while at + len < pids.len()
+                && len < READ_RUN_MOST_PAGES
+                && pids[at + len] == first + len as u64
+                && same_chunk(first, pids[at + len])
+            {
+                len += 1;
+            }
+            let slot = self.read_run_slots.iter().position(|p| p.is_empty());
+            let (Some(slot), true) = (slot, len > 1) else {
+                // One page, or no staging buffer free: page by page.
+                for &pid in &pids[at..at + len] {
+                    match self.start_load(pid, None)? {
+                        LoadStart::Started | LoadStart::Loading | LoadStart::Resident => {}
+                        LoadStart::Busy | LoadStart::NoFrame => return Ok(false),
+                    }
+                }
+                at += len;
+                continue;
+            };
+            // Claim the run's pages that are on the device; a page in
+            // memory or being read ends the run (the rest is tried next).
+            let mut pages = std::mem::take(&mut self.read_run_slots[slot]);
+            let mut words = Vec::with_capacity(len);
+            let mut stopped = false;
+            let mut taken = 0;
+            for &pid in &pids[at..at + len] {
+                match self.claim_for_load(pid)? {
+                    Ok((frame, word)) => {
+                        pages.push((pid, frame));
+                        words.push(word);
+                        taken += 1;
+                    }
+                    Err(LoadStart::Resident | LoadStart::Loading) if pages.is_empty() => {
+                        taken += 1;
+                    }
+                    Err(LoadStart::Resident | LoadStart::Loading) => break,
+                    Err(LoadStart::Busy | LoadStart::NoFrame | LoadStart::Started) => {
+                        stopped = true;
+                        break;
+                    }
+                }
+            }
+            at += taken;
+            if pages.is_empty() {
+                self.read_run_slots[slot] = pages;
+                if stopped {
+                    return Ok(false);
+                }
+                continue;
+            }
+            let req = IoRequest::read(
+                pages[0].0 * PAGE_SIZE as u64,
+                self.read_run_bufs[slot].as_mut_ptr(),
+                (pages.len() * PAGE_SIZE) as u32,
+                READ_RUN_TAG | slot as u64,
+            );
+            // SAFETY: the staging buffer belongs to the slot, which stays
+            // busy (its page list non-empty) until the read completes; the
+            // buffers live as long as the worker, which waits for its I/O
+            // before it ends. The pages are LOADING: nobody trusts their
+            // frames until the completion fills them.
+            if let Err(e) = unsafe { self.channel.push(req) } {
+                for (&(pid, frame), &word) in pages.iter().zip(&words) {
+                    self.unclaim_load(pid, frame, word);
+                }
+                pages.clear();
+                self.read_run_slots[slot] = pages;
+                return Err(e.into());
+            }
+            for &(_, frame) in &pages {
+                self.read_waiters[(frame - self.first_frame) as usize] = None;
+            }
+            let n = pages.len() as u64;
+            self.stats.page_reads += n;
+            self.stats.read_ahead_reads += n;
+            if n > 1 {
+                self.stats.read_runs += 1;
+            }
+            self.read_run_slots[slot] = pages;
+            if stopped {
+                return Ok(false);
+            }
+        }
+        Ok(true)
     }
 
     /// Reads `task` started that have not completed (each completion wakes
@@ -1575,6 +1739,26 @@ impl WorkerBuffer {
         &mut self,
         bm: &'b BufferManager,
     ) -> std::result::Result<GuardX<'b>, OpError> {
+        self.alloc_page_with(bm, None)
+    }
+
+    /// [`WorkerBuffer::alloc_page`] of the reserved id `pid`
+    /// ([`BufferManager::reserve_pages`]), which it takes into use
+    /// ([`BufferManager::take_reserved`]; call it inside the logged step
+    /// that logs the page). `Fatal` if no reservation holds `pid`.
+    pub fn alloc_reserved_page<'b>(
+        &mut self,
+        bm: &'b BufferManager,
+        pid: PageId,
+    ) -> std::result::Result<GuardX<'b>, OpError> {
+        self.alloc_page_with(bm, Some(pid))
+    }
+
+    fn alloc_page_with<'b>(
+        &mut self,
+        bm: &'b BufferManager,
+        reserved: Option<PageId>,
+    ) -> std::result::Result<GuardX<'b>, OpError> {
         assert!(
             std::ptr::eq(bm, &*self.bm),
             "alloc_page with a foreign buffer manager"
@@ -1582,7 +1766,17 @@ impl WorkerBuffer {
         let Some(&frame) = self.free_frames.last() else {
             return Err(Restart::NoFrame.into());
         };
-        let pid = bm.alloc_pid()?;
+        let pid = match reserved {
+            None => bm.alloc_pid()?,
+            Some(pid) => {
+                if !bm.take_reserved(pid) {
+                    return Err(OpError::Fatal(Error::InvalidArgument(format!(
+                        "page {pid} is not reserved"
+                    ))));
+                }
+                pid
+            }
+        };
         self.free_frames.pop();
         self.clock_credit[(frame - self.first_frame) as usize] = 0;
         self.frame_fresh[(frame - self.first_frame) as usize] = true;
@@ -1843,6 +2037,33 @@ impl WorkerBuffer {
             }
             return;
         }
+        if c.user_data & READ_RUN_TAG != 0 {
+            let slot = (c.user_data & !READ_RUN_TAG) as usize;
+            let mut pages = std::mem::take(&mut self.read_run_slots[slot]);
+            assert!(!pages.is_empty(), "read run slot {slot} was free");
+            for (i, &(pid, frame)) in pages.iter().enumerate() {
+                let result = match &c.result {
+                    Ok(()) => {
+                        let from = &self.read_run_bufs[slot][i * PAGE_SIZE..(i + 1) * PAGE_SIZE];
+                        // SAFETY: the page is LOADING and its frame was
+                        // claimed for this read: the loader alone touches it.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(
+                                from.as_ptr(),
+                                self.bm.frame_ptr(frame),
+                                PAGE_SIZE,
+                            )
+                        };
+                        Ok(())
+                    }
+                    Err(e) => Err(e.clone()),
+                };
+                self.finish_load(pid, frame, result, wake);
+            }
+            pages.clear();
+            self.read_run_slots[slot] = pages;
+            return;
+        }
         let frame = (c.user_data & !WRITE_TAG) as u32;
         let bm = &*self.bm;
         let pid = bm.frame_pid[frame as usize].load(Ordering::Acquire);
@@ -1860,12 +2081,26 @@ impl WorkerBuffer {
             }
             return;
         }
+        self.finish_load(pid, frame, c.result, wake);
+    }
+
+    /// A read of `pid` into `frame` completed with `result`: checks the
+    /// page and makes it resident, or evicts it again on an error (kept
+    /// for the task that waited, if any); wakes that task.
+    fn finish_load(
+        &mut self,
+        pid: PageId,
+        frame: u32,
+        result: std::result::Result<(), crate::io::IoError>,
+        wake: &mut dyn FnMut(TaskId),
+    ) {
+        let bm = &*self.bm;
         let waiter = self.read_waiters[(frame - self.first_frame) as usize].take();
         if let Some(task) = waiter {
             debug_assert!(self.task_reads_in_flight[task as usize] > 0);
             self.task_reads_in_flight[task as usize] -= 1;
         }
-        let outcome = match c.result {
+        let outcome = match result {
             Ok(()) => {
                 // SAFETY: the page is LOADING and the read has completed: the
                 // loader alone may look at the frame.

@@ -19,6 +19,7 @@
 mod batch;
 mod bulk;
 mod checkpoint;
+mod compact;
 mod meta;
 mod open;
 mod reply;
@@ -27,6 +28,7 @@ mod worker;
 pub use crate::wal::{Durability, LogWrites};
 pub use batch::{WriteBatch, MAX_BATCH_ENTRIES};
 pub use bulk::{BulkLoadOptions, BulkLoadStats};
+pub use compact::CompactStats;
 pub use meta::{MAX_TREES, MAX_TREE_NAME_BYTES};
 pub use open::RecoveryStats;
 pub use reply::Reply;
@@ -197,6 +199,9 @@ pub struct DbStats {
     pub page_reads: u64,
     /// Of `page_reads`, leaves a scan read ahead of need.
     pub read_ahead_reads: u64,
+    /// Requests that read several consecutive pages at once (a scan's
+    /// read-ahead of neighbouring leaves).
+    pub read_runs: u64,
     /// Pages written to the devices.
     pub page_writes: u64,
     /// Of `page_writes`, pages written as hot data
@@ -920,6 +925,7 @@ impl Db {
         for w in self.inner.workers.iter() {
             stats.page_reads += w.page_reads.load(Ordering::Relaxed);
             stats.read_ahead_reads += w.read_ahead_reads.load(Ordering::Relaxed);
+            stats.read_runs += w.read_runs.load(Ordering::Relaxed);
             stats.page_writes += w.page_writes.load(Ordering::Relaxed);
             stats.page_writes_hot += w.page_writes_hot.load(Ordering::Relaxed);
             stats.evictions += w.evictions.load(Ordering::Relaxed);
@@ -1932,14 +1938,15 @@ impl TaskCtx {
             let ahead_wanted = entries_expected
                 .saturating_sub(entries)
                 .div_ceil(entries.div_ceil(leaves).max(1));
-            for &pid in ahead.iter().take(ahead_wanted) {
-                match worker::start_read_ahead(pid) {
-                    Ok(LoadStart::Started | LoadStart::Loading | LoadStart::Resident) => {}
-                    // No frame or no room in the channel now, or a bad page
-                    // id (the scan finds out itself if it needs the page).
-                    Ok(LoadStart::Busy | LoadStart::NoFrame) | Err(_) => break,
-                }
+            // Neighbouring leaves (consecutive page ids) go in one read.
+            // An early stop (no frame or no room in the channel now) or a
+            // bad page id is left to the scan, which finds out itself if
+            // it needs the page.
+            let wanted = ahead.len().min(ahead_wanted);
+            if direction == Direction::Backward {
+                ahead[..wanted].reverse();
             }
+            let _ = worker::read_ahead(&ahead[..wanted]);
         }
     }
 }

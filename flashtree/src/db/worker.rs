@@ -37,6 +37,7 @@ pub(crate) struct WorkerShared {
     woken: AtomicBool,
     pub(crate) page_reads: AtomicU64,
     pub(crate) read_ahead_reads: AtomicU64,
+    pub(crate) read_runs: AtomicU64,
     pub(crate) page_writes: AtomicU64,
     pub(crate) page_writes_hot: AtomicU64,
     pub(crate) evictions: AtomicU64,
@@ -102,6 +103,7 @@ impl WorkerShared {
         self.page_reads.store(stats.page_reads, Ordering::Relaxed);
         self.read_ahead_reads
             .store(stats.read_ahead_reads, Ordering::Relaxed);
+        self.read_runs.store(stats.read_runs, Ordering::Relaxed);
         self.page_writes.store(stats.page_writes, Ordering::Relaxed);
         self.page_writes_hot
             .store(stats.page_writes_hot, Ordering::Relaxed);
@@ -160,10 +162,10 @@ pub(crate) fn start_read(pid: u64) -> Result<LoadStart> {
     with_local(|wb| wb.start_load(pid, Some(task)))
 }
 
-/// Starts reading `pid` ahead of need: no task waits for it (see
-/// [`WorkerBuffer::start_load`]).
-pub(crate) fn start_read_ahead(pid: u64) -> Result<LoadStart> {
-    with_local(|wb| wb.start_load(pid, None))
+/// Reads `pids` ahead of need, runs of consecutive ids in one request each
+/// (see [`WorkerBuffer::read_ahead`]); false when it stopped early.
+pub(crate) fn read_ahead(pids: &[u64]) -> Result<bool> {
+    with_local(|wb| wb.read_ahead(pids))
 }
 
 /// A task's page misses, kept by its `TaskCtx`.

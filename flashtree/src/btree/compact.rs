@@ -1,0 +1,164 @@
+//! Compaction: moving a tree's leaves to consecutive page ids in key order
+//! (`Db::compact`), so that a scan's neighbouring leaves are neighbours on
+//! the device too and its read-ahead reads several in one request
+//! (`WorkerBuffer::read_ahead`).
+//!
+//! Random inserts leave leaves wherever free space was when they split.
+//! Compaction walks the parents of the leaves (the inner nodes one level
+//! up) in key order; a parent whose children are not already consecutive
+//! ids gets a range of new ids reserved past the end of the store, and
+//! each child moves to its id in its parent's order: under the exclusive
+//! latches of the parent and the child, the child's bytes are copied into
+//! a page allocated at the new id, the parent points there, and the old id
+//! is freed (as a merge frees one). Each move is a complete structure
+//! change on its own, so a chunk of moves is one logged step, and an
+//! attempt that stops halfway (a child to load, a latch taken, no frame)
+//! leaves a consistent tree and goes on from where it stopped: a child
+//! already at its new id is skipped.
+//!
+//! # Contract
+//! * [`move_children`] moves a child only while the parent, exclusively
+//!   latched, still points to it at the planned slot; any other change of
+//!   the parent's child list ends the parent's compaction
+//!   ([`Moved::Changed`]). Moves never change a key or a value.
+//! * The new ids come from [`BufferManager::reserve_pages`]; each is taken
+//!   out of its reservation inside the step that logs the page
+//!   ([`WorkerBuffer::alloc_reserved_page`]).
+//!
+//! [`BufferManager::reserve_pages`]: crate::buffer::BufferManager::reserve_pages
+//! [`WorkerBuffer::alloc_reserved_page`]: crate::buffer::WorkerBuffer::alloc_reserved_page
+
+use super::node::{Node, MAX_KEY_BYTES};
+use super::tree::racy_node;
+use crate::buffer::{BufferManager, OpError, PageId, WorkerBuffer};
+use crate::io::PAGE_SIZE;
+use std::ops::Range;
+
+type OpResult<T> = std::result::Result<T, OpError>;
+
+/// Children moved in one logged step at most (each step also logs the
+/// parent: 17 pages, under `step::MAX_STEP_PAGES`).
+pub const MOVES_PER_STEP: usize = 16;
+
+/// An inner node whose children are leaves, as a compaction plans it.
+#[derive(Debug, Clone)]
+pub struct LeafParent {
+    /// Its page id.
+    pub pid: PageId,
+    /// Its children in key order (the upper child last).
+    pub children: Vec<PageId>,
+    /// Its upper fence (empty: the last node of its level).
+    pub upper_fence: Vec<u8>,
+}
+
+impl LeafParent {
+    /// Whether the children already lie at consecutive ids, in key order.
+    pub fn in_order(&self) -> bool {
+        self.children.windows(2).all(|w| w[1] == w[0] + 1)
+    }
+}
+
+/// The parent of the leaf that covers `key`, with its children, or None
+/// when the root is a leaf (a tree of one page).
+pub fn leaf_parent(bm: &BufferManager, root: PageId, key: &[u8]) -> OpResult<Option<LeafParent>> {
+    let mut current = bm.fix_optimistic(root)?;
+    let root_is_leaf = racy_node(&current).is_leaf();
+    current.check()?;
+    if root_is_leaf {
+        return Ok(None);
+    }
+    loop {
+        let child = racy_node(&current).child_for(key);
+        current.check()?;
+        let child_guard = bm.fix_optimistic(child)?;
+        let child_is_leaf = racy_node(&child_guard).is_leaf();
+        child_guard.check()?;
+        current.check()?;
+        if !child_is_leaf {
+            current = child_guard;
+            continue;
+        }
+        let n = racy_node(&current);
+        // A count read while a writer changes the page may be garbage:
+        // bounded, and validated below before anything is trusted.
+        let count = n.count().min(PAGE_SIZE);
+        let children = (0..=count).map(|i| n.child_at(i)).collect();
+        let mut upper_fence = Vec::with_capacity(MAX_KEY_BYTES);
+        n.upper_fence_into(&mut upper_fence);
+        current.check()?;
+        return Ok(Some(LeafParent {
+            pid: current.pid(),
+            children,
+            upper_fence,
+        }));
+    }
+}
+
+/// What [`move_children`] found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Moved {
+    /// Every child of the range is at its new id.
+    Done,
+    /// The parent's child list is no longer the planned one (a split, a
+    /// merge, or another compaction): the parent is left as it is.
+    Changed,
+}
+
+/// Moves the children `range` of `plan` (by slot) to the ids `first +
+/// slot`, reserved with `BufferManager::reserve_pages`, counting each
+/// move in `moved`. Children already there are skipped, so an attempt
+/// that returned a restart halfway goes on where it stopped.
+pub fn move_children(
+    bm: &BufferManager,
+    wb: &mut WorkerBuffer,
+    plan: &LeafParent,
+    range: Range<usize>,
+    first: PageId,
+    moved: &mut u64,
+) -> OpResult<Moved> {
+    let parent = bm.fix_optimistic(plan.pid)?;
+    let n = racy_node(&parent);
+    let same = !n.is_leaf()
+        && n.count() + 1 == plan.children.len()
+        && plan
+            .children
+            .iter()
+            .enumerate()
+            .all(|(i, &c)| n.child_at(i) == c || n.child_at(i) == first + i as u64);
+    parent.check()?;
+    if !same {
+        return Ok(Moved::Changed);
+    }
+    let mut parent = parent.upgrade()?;
+    for slot in range {
+        let target = first + slot as u64;
+        let child = Node::from_page(parent.page()).child_at(slot);
+        if child == target {
+            continue;
+        }
+        assert_eq!(
+            child, plan.children[slot],
+            "page {}: child {slot} changed under the exclusive latch",
+            plan.pid
+        );
+        let old = bm.fix_optimistic(child)?;
+        let is_leaf = racy_node(&old).is_leaf();
+        old.check()?;
+        if !is_leaf {
+            return Ok(Moved::Changed);
+        }
+        let old = old.upgrade()?;
+        // No frame: the id stays reserved, and the next attempt takes it.
+        let mut new = wb.alloc_reserved_page(bm, target)?;
+        new.page_mut().copy_from_slice(old.page());
+        Node::from_page_mut(parent.page_mut()).set_child(slot, target);
+        if cfg!(debug_assertions) {
+            if let Err(e) = Node::from_page(new.page()).check_invariants() {
+                panic!("page {target} moved from {child}: {e}");
+            }
+        }
+        old.free();
+        *moved += 1;
+    }
+    Ok(Moved::Done)
+}
