@@ -49,6 +49,11 @@ enum Command {
     /// tree), in atomic durable batches, or with --bulk into empty B+-trees
     /// built bottom-up. Example: flashtree load ./copy --bulk < store.jsonl
     Load(data::LoadArgs),
+    /// Move the leaves of every B+-tree (or of --tree) to consecutive page
+    /// ids in key order, so that scans read neighbouring leaves in one
+    /// request each; the store stays open to nothing else meanwhile (a
+    /// running program compacts with `Db::compact`). Example: flashtree compact ./store
+    Compact(data::CompactArgs),
     /// Check a store and report its trees, records, pages by kind, leaf fill
     /// and file sizes. Example: flashtree stats ./store --json
     Stats(data::StatsArgs),
@@ -130,6 +135,7 @@ fn main() {
         Command::Get(args) => data::get(args),
         Command::Put(args) => data::put(args),
         Command::Delete(args) => data::delete(args),
+        Command::Compact(args) => data::compact(args),
         Command::Scan(args) => data::scan(args),
         Command::Dump(args) => data::dump(args),
         Command::Load(args) => data::load(args),

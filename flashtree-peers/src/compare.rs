@@ -117,6 +117,15 @@ pub struct CompareArgs {
     /// For repeated runs on one dataset, e.g. interleaved with another tool.
     #[arg(long)]
     pub reuse_data: bool,
+    /// After each engine's load (or reused load), and before its run, let
+    /// the engine compact its data its own way (RocksDB: `CompactRange`
+    /// over every key; flashtree: `Db::compact` of every tree, which moves
+    /// leaves to consecutive page ids in key order; the others have no
+    /// such operation and run as loaded). The report says what each did
+    /// and how long it took; the space after the load is measured after
+    /// it.
+    #[arg(long)]
+    pub compact_after_load: bool,
     /// Print one JSON summary per engine per line (with its space
     /// figures: `raw_bytes`, `disk_bytes_after_load`, `disk_bytes_after_run`,
     /// `space_amp_after_load`, `space_amp_after_run`; null where n/a).
@@ -1224,11 +1233,33 @@ fn measure_engine(
         progress: true,
         profile_dir: None,
     };
+    let compact = |notes: &mut Vec<String>| -> Result<(), String> {
+        if !args.compact_after_load {
+            return Ok(());
+        }
+        let started = std::time::Instant::now();
+        let done = engine.compact()?;
+        let seconds = started.elapsed().as_secs_f64();
+        notes.push(match done {
+            Some(what) => format!("compacted after the load ({what}): {seconds:.1} s"),
+            None => "compaction after the load: the engine has none; it runs as loaded".into(),
+        });
+        Ok(())
+    };
     let load = match reused_load {
-        Some(marker) => LoadFigures::reused(marker, &config.dir),
+        Some(marker) => {
+            let mut load = LoadFigures::reused(marker, &config.dir);
+            compact(&mut load.notes)?;
+            load
+        }
         None => {
             let loaded = run_phase(engine, workload, &spec)?;
-            LoadFigures::measured(&loaded, &config.dir, engine.counters().store_bytes)
+            let mut notes = Vec::new();
+            compact(&mut notes)?;
+            let mut load =
+                LoadFigures::measured(&loaded, &config.dir, engine.counters().store_bytes);
+            load.notes.splice(0..0, notes);
+            load
         }
     };
     let run_spec = PhaseSpec {

@@ -135,6 +135,13 @@ pub trait Engine: Send + Sync {
     fn needs_memory_cgroup(&self) -> bool {
         false
     }
+    /// Compacts the engine's data its own way (`bench compare
+    /// --compact-after-load`, after the load and before the run): returns
+    /// what it did, one line for the report, or None when the engine has
+    /// no such operation.
+    fn compact(&self) -> Result<Option<String>, String> {
+        Ok(None)
+    }
     /// Flushes and closes. Errors are reported, never panics.
     fn close(self: Box<Self>) -> Result<(), String>;
 }
