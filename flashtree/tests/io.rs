@@ -238,6 +238,42 @@ fn misaligned_buffers_offsets_and_lengths_are_refused() {
     }
 }
 
+/// A read of several pages may span stripe chunks on one data device
+/// (they lie in order there) and reads back what page writes wrote; with
+/// several devices it is refused.
+#[test]
+fn multi_page_reads_span_chunks_only_on_one_device() {
+    for backend in BACKENDS {
+        for files in [1, 2] {
+            let dir = tempfile::tempdir().unwrap();
+            let storage = storage(&dir, files, 8 * PAGE as u64);
+            let mut channel = IoChannel::new(storage, &config(backend, 8)).unwrap();
+            write_pages(&mut channel, 6, 9);
+            // Pages 1..5: chunks of 2 pages, so the read spans three.
+            let mut buf = AlignedBuf::new(4 * PAGE);
+            // SAFETY: buf outlives the completion (waited for below), and a
+            // refused request is never queued.
+            let pushed = unsafe {
+                channel.push(IoRequest::read(PAGE as u64, buf.as_mut_ptr(), 4 * PAGE as u32, 7))
+            };
+            if files > 1 {
+                assert_eq!(pushed.unwrap_err().kind, IoErrorKind::Misaligned, "{backend}");
+                continue;
+            }
+            pushed.unwrap();
+            let mut done = Vec::new();
+            channel.wait(1, &mut done).unwrap();
+            done[0].result.as_ref().unwrap();
+            let mut want = vec![0u8; PAGE];
+            for page in 1..5u64 {
+                pattern(&mut want, page, 9);
+                let at = (page as usize - 1) * PAGE;
+                assert!(buf[at..at + PAGE] == want[..], "{backend}: page {page}");
+            }
+        }
+    }
+}
+
 #[test]
 fn a_full_channel_refuses_and_every_accepted_request_completes_once() {
     for backend in BACKENDS {

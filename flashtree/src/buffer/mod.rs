@@ -1572,8 +1572,8 @@ impl WorkerBuffer {
 
     /// Reads `pids` ahead of need (no task waits for them; see
     /// [`WorkerBuffer::start_load`] with no task). Runs of consecutive ids
-    /// that lie in one stripe chunk and are all on the device go in one
-    /// read each, of up to [`READ_RUN_MOST_PAGES`] pages, through a
+    /// that are all on the device (and lie in one stripe chunk, when there
+    /// are several data devices) go in one read each, of up to [`READ_RUN_MOST_PAGES`] pages, through a
     /// staging buffer; pages in memory or being read are skipped. Returns
     /// false when it stopped early (no frame, no room in the channel, or
     /// a page latched), true when every page was handled.
@@ -1584,9 +1584,15 @@ impl WorkerBuffer {
                 .collect();
             self.read_run_slots = vec![Vec::new(); READ_RUNS_IN_FLIGHT];
         }
-        let chunk_bytes = self.bm.storage().chunk_bytes();
-        let same_chunk =
-            |a: PageId, b: PageId| (a * PAGE_SIZE as u64) / chunk_bytes == (b * PAGE_SIZE as u64) / chunk_bytes;
+        // With several data devices a request stays inside one stripe
+        // chunk; on one device the chunks lie in order.
+        let chunk_bytes = match self.bm.storage().data_device_count() {
+            1 => u64::MAX,
+            _ => self.bm.storage().chunk_bytes(),
+        };
+        let same_chunk = |a: PageId, b: PageId| {
+            (a * PAGE_SIZE as u64) / chunk_bytes == (b * PAGE_SIZE as u64) / chunk_bytes
+        };
         let mut at = 0;
         while at < pids.len() {
             // The run of consecutive ids from `at`.

@@ -2,8 +2,10 @@
 //!
 //! Logical offset `o` lies in chunk `c = o / chunk_bytes`, which lives on
 //! device `c % N` at device offset `(c / N) * chunk_bytes + o % chunk_bytes`.
-//! A request must not cross a chunk boundary (page I/O never does, because
-//! `chunk_bytes` is a multiple of the page size).
+//! A request must not cross a chunk boundary when there are several data
+//! devices (page I/O never does, because `chunk_bytes` is a multiple of
+//! the page size); on one, the chunks lie in order and a request may span
+//! several.
 //!
 //! Files are created and preallocated (fallocate) as needed and can grow;
 //! block devices have a fixed size and are refused when too small or when
@@ -770,7 +772,8 @@ impl Storage {
     }
 
     /// Maps a logical range to its device. Checks alignment (for direct I/O),
-    /// range and that the request stays inside one chunk.
+    /// range and, with several data devices, that the request stays inside
+    /// one chunk.
     pub(crate) fn map(
         &self,
         op: IoOp,
@@ -795,13 +798,13 @@ impl Storage {
         }
         let end = offset + u64::from(len);
         let chunk = offset / self.chunk_bytes;
-        if (end - 1) / self.chunk_bytes != chunk {
+        let n = self.data_count as u64;
+        if n > 1 && (end - 1) / self.chunk_bytes != chunk {
             return Err(fail(IoErrorKind::Misaligned));
         }
         if end > self.capacity_bytes() && !matches!(op, IoOp::Read) {
             return Err(fail(IoErrorKind::OutOfRange));
         }
-        let n = self.data_count as u64;
         if n == 1 {
             return Ok(Mapped {
                 device: 0,
