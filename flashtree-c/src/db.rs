@@ -469,6 +469,32 @@ pub unsafe extern "C" fn ft_multi_get(
     })
 }
 
+/// Moves the leaves of `tree` to consecutive page ids in key order (so
+/// that scans out of memory read neighbouring leaves in one request) while
+/// the store stays in use; *leaves_moved (if not NULL) gets how many moved
+/// (0 when already in order). A hash tree gives FT_UNSUPPORTED.
+///
+/// # Safety
+/// `db` must be NULL or an open handle; `leaves_moved` NULL or writable.
+#[no_mangle]
+pub unsafe extern "C" fn ft_compact(
+    db: *const ft_db,
+    tree: ft_tree_id,
+    leaves_moved: *mut u64,
+) -> c_int {
+    ffi(|| {
+        // SAFETY: the caller guarantees `db` is NULL or an open handle.
+        let store = &unsafe { handle(db, "db") }?.store;
+        let tree = store.tree(tree)?;
+        let stats = store.with_db(|db| Ok(db.compact(tree)?))?;
+        if !leaves_moved.is_null() {
+            // SAFETY: not NULL, and the caller guarantees it is writable.
+            unsafe { leaves_moved.write(stats.leaves_moved) };
+        }
+        Ok(())
+    })
+}
+
 /// Waits until every change acknowledged so far is durable (useful with
 /// FT_DURABILITY_BUFFERED; a no-op without a log).
 ///

@@ -640,3 +640,31 @@ fn version_and_status_names() {
     let message: *const c_char = ft_last_error();
     assert!(!message.is_null());
 }
+
+/// ft_compact moves the leaves of a tree filled in random order, a second
+/// call moves none, and every record reads back.
+#[test]
+fn compact_moves_leaves_and_keeps_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = open(dir.path());
+    let t = tree(db, "t");
+    let keys: Vec<Vec<u8>> = (0..3000u64)
+        .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8).to_be_bytes().to_vec())
+        .collect();
+    for k in &keys {
+        assert_eq!(put(db, t, k, &[5u8; 400]), OK, "{}", last_error());
+    }
+    let mut moved = 0u64;
+    // SAFETY: `db` is open and `moved` writable.
+    assert_eq!(unsafe { ft_compact(db, t, &mut moved) }, OK, "{}", last_error());
+    assert!(moved > 100, "{moved} leaves moved");
+    // SAFETY: as above.
+    assert_eq!(unsafe { ft_compact(db, t, &mut moved) }, OK);
+    assert_eq!(moved, 0);
+    // SAFETY: `db` is open; a NULL out-pointer is allowed.
+    assert_eq!(unsafe { ft_compact(db, t, null_mut()) }, OK);
+    for k in keys.iter().step_by(37) {
+        assert_eq!(get(db, t, k), (OK, Some(vec![5u8; 400])));
+    }
+    assert_eq!(close(db), OK);
+}

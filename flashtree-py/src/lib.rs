@@ -253,6 +253,14 @@ impl Tree {
         with_db(py, &self.shared, move |db| db.delete(tree, key))
     }
 
+    /// Moves the tree's leaves to consecutive page ids in key order, so
+    /// that scans out of memory read neighbouring leaves in one request;
+    /// returns the number of leaves moved (0 when already in order).
+    fn compact(&self, py: Python<'_>) -> PyResult<u64> {
+        let tree = self.tree;
+        with_db(py, &self.shared, move |db| db.compact(tree).map(|s| s.leaves_moved))
+    }
+
     fn __contains__(&self, py: Python<'_>, key: &[u8]) -> PyResult<bool> {
         let tree = self.tree;
         Ok(with_db(py, &self.shared, move |db| db.get(tree, key))?.is_some())

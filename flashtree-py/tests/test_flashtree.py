@@ -111,6 +111,16 @@ def test_many_records_with_a_tiny_pool(tree):
         assert tree[b"k%06d" % i] == b"v%d" % i
 
 
+def test_compact_moves_leaves_and_keeps_every_record(tree):
+    keys = [b"k%06d" % ((i * 7919) % 4000) for i in range(4000)]
+    for k in keys:
+        tree[k] = k * 40
+    assert tree.compact() > 0
+    assert tree.compact() == 0
+    assert [k for k, _ in tree.items()] == sorted(keys)
+    assert all(tree[k] == k * 40 for k in keys[::53])
+
+
 # --- trees ----------------------------------------------------------------
 
 
