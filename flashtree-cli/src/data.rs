@@ -829,6 +829,9 @@ struct TreeStats {
     leaf_pages: u64,
     key_value_bytes: u64,
     leaf_fill: f64,
+    /// Share of the leaves whose next leaf in key order is the next page
+    /// id (1 after `flashtree compact`; random inserts leave about 0).
+    leaf_order: f64,
 }
 
 /// `flashtree stats DIR`: checks the store (as `flashtree check`) and
@@ -854,6 +857,11 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
             leaf_pages: shape.leaves,
             key_value_bytes,
             leaf_fill: key_value_bytes as f64 / (shape.leaves.max(1) as f64 * page_bytes),
+            leaf_order: if tree.is_hash() || shape.leaves < 2 {
+                1.0
+            } else {
+                shape.leaves_in_order as f64 / (shape.leaves - 1) as f64
+            },
         });
     }
     let placement = db.placement().to_string();
@@ -918,18 +926,19 @@ pub fn stats(args: StatsArgs) -> Result<(), String> {
         return Ok(());
     }
     println!(
-        "{:<24} {:>12} {:>12} {:>12} {:>14} {:>10}",
-        "tree", "records", "inner pages", "leaf pages", "key+value B", "leaf fill"
+        "{:<24} {:>12} {:>12} {:>12} {:>14} {:>10} {:>11}",
+        "tree", "records", "inner pages", "leaf pages", "key+value B", "leaf fill", "leaf order"
     );
     for t in &stats.trees {
         println!(
-            "{:<24} {:>12} {:>12} {:>12} {:>14} {:>9.0}%",
+            "{:<24} {:>12} {:>12} {:>12} {:>14} {:>9.0}% {:>10.0}%",
             t.name,
             t.records,
             t.inner_pages,
             t.leaf_pages,
             t.key_value_bytes,
-            t.leaf_fill * 100.0
+            t.leaf_fill * 100.0,
+            t.leaf_order * 100.0
         );
     }
     println!(

@@ -550,6 +550,20 @@ fn compact_orders_leaves_and_changes_no_record() {
     db.put(h, b"k", b"v").unwrap();
     db.close().unwrap();
     let before = ok(&flashtree(&["dump", d]));
+    let stats_before: serde_json::Value =
+        serde_json::from_str(ok(&flashtree(&["stats", d, "--json"])).trim()).unwrap();
+    let order_before = stats_before["trees"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "t")
+        .unwrap()["leaf_order"]
+        .as_f64()
+        .unwrap();
+    assert!(
+        order_before < 0.5,
+        "random inserts left leaf order {order_before}"
+    );
     let out = ok(&flashtree(&["compact", d]));
     let moved: u64 = out
         .lines()
@@ -560,6 +574,17 @@ fn compact_orders_leaves_and_changes_no_record() {
     assert!(moved > 100, "{out}");
     assert!(out.contains("h: a hash tree"), "{out}");
     assert_eq!(ok(&flashtree(&["dump", d])), before);
+    let order = |out: &str| -> f64 {
+        let stats: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+        let t = stats["trees"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|t| t["name"] == "t")
+            .unwrap();
+        t["leaf_order"].as_f64().unwrap()
+    };
+    assert_eq!(order(&ok(&flashtree(&["stats", d, "--json"]))), 1.0);
     let again = ok(&flashtree(&["compact", d, "--tree", "t"]));
     assert!(again.starts_with("t: 0 leaves moved"), "{again}");
     assert!(err(&flashtree(&["compact", d, "--tree", "h"])).contains("hash tree"));

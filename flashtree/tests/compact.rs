@@ -67,7 +67,14 @@ fn compaction_keeps_every_entry_and_puts_leaves_in_order() {
         let db = Db::open(dir.path(), tiny(1, 40, durability)).unwrap();
         let tree = db.tree("t").unwrap();
         let model = load_random(&db, tree, 3_000);
+        let shape = db.check_tree_shape(tree).unwrap();
+        assert!(
+            shape.leaves_in_order * 4 < shape.leaves,
+            "{durability:?}: random inserts left {shape:?}"
+        );
         let first = db.compact(tree).unwrap();
+        let shape = db.check_tree_shape(tree).unwrap();
+        assert_eq!(shape.leaves_in_order, shape.leaves - 1, "{durability:?}: {shape:?}");
         assert!(first.parents > 1, "{durability:?}: {first:?}");
         assert!(first.leaves_moved > 100, "{durability:?}: {first:?}");
         assert_eq!(first.parents_changed, 0, "{durability:?}: {first:?}");
@@ -75,7 +82,10 @@ fn compaction_keeps_every_entry_and_puts_leaves_in_order() {
         db.check_tree(tree).unwrap();
         let second = db.compact(tree).unwrap();
         assert_eq!(second.leaves_moved, 0, "{durability:?}: {second:?}");
-        assert_eq!(second.parents_in_order, second.parents, "{durability:?}: {second:?}");
+        assert_eq!(
+            second.parents_in_order, second.parents,
+            "{durability:?}: {second:?}"
+        );
         assert_eq!(db.check().unwrap().pages_leaked, 0, "{durability:?}");
         db.close().unwrap();
         let db = Db::open(dir.path(), tiny(1, 40, durability)).unwrap();
@@ -113,15 +123,21 @@ fn bounded_scans_of_a_compacted_tree_read_runs_of_leaves() {
                 let mut got = Vec::new();
                 let mut bad = None;
                 let result = ctx
-                    .scan_expecting(tree, &key(from), ScanDirection::Forward, len as usize, |k, v| {
-                        let i = u64::from_be_bytes(k.try_into().unwrap_or([0xFF; 8])) / 3;
-                        if v != value(i, 0).as_slice() {
-                            bad = Some(i);
-                            return false;
-                        }
-                        got.push(i);
-                        (got.len() as u64) < len
-                    })
+                    .scan_expecting(
+                        tree,
+                        &key(from),
+                        ScanDirection::Forward,
+                        len as usize,
+                        |k, v| {
+                            let i = u64::from_be_bytes(k.try_into().unwrap_or([0xFF; 8])) / 3;
+                            if v != value(i, 0).as_slice() {
+                                bad = Some(i);
+                                return false;
+                            }
+                            got.push(i);
+                            (got.len() as u64) < len
+                        },
+                    )
                     .await;
                 let problem = match (result, bad) {
                     (Err(e), _) => Some(format!("scan: {e}")),
@@ -130,7 +146,9 @@ fn bounded_scans_of_a_compacted_tree_read_runs_of_leaves() {
                     _ => None,
                 };
                 if let Some(p) = problem {
-                    f.lock().unwrap().push(format!("task {me} round {round}: {p}"));
+                    f.lock()
+                        .unwrap()
+                        .push(format!("task {me} round {round}: {p}"));
                     return;
                 }
             }
@@ -140,7 +158,10 @@ fn bounded_scans_of_a_compacted_tree_read_runs_of_leaves() {
     let failures = failures.lock().unwrap();
     assert!(failures.is_empty(), "{}", failures.join("\n"));
     let stats = db.stats();
-    assert!(stats.read_runs > 0, "no run of leaves was read in one request: {stats:?}");
+    assert!(
+        stats.read_runs > 0,
+        "no run of leaves was read in one request: {stats:?}"
+    );
     db.close().unwrap();
 }
 
@@ -182,7 +203,10 @@ fn compaction_loses_nothing_to_concurrent_writers() {
     }
     assert_eq!(contents(&db, tree), model, "passes: {passes:?}");
     db.check_tree(tree).unwrap();
-    assert!(passes.iter().map(|p| p.leaves_moved).sum::<u64>() > 0, "{passes:?}");
+    assert!(
+        passes.iter().map(|p| p.leaves_moved).sum::<u64>() > 0,
+        "{passes:?}"
+    );
     Arc::try_unwrap(db).ok().unwrap().close().unwrap();
 }
 
@@ -192,6 +216,9 @@ fn compaction_of_a_hash_tree_is_unsupported() {
     let db = Db::open(dir.path(), tiny(1, 40, Durability::Sync)).unwrap();
     let tree = db.hash_tree("h").unwrap();
     db.put(tree, b"k", b"v").unwrap();
-    assert!(matches!(db.compact(tree), Err(flashtree::Error::Unsupported(_))));
+    assert!(matches!(
+        db.compact(tree),
+        Err(flashtree::Error::Unsupported(_))
+    ));
     db.close().unwrap();
 }

@@ -1520,7 +1520,10 @@ impl WorkerBuffer {
     /// `Ok(Ok((frame, state word before)))`, or `Ok(Err(what was found))`
     /// when it is not to be read now (in memory, being read, latched,
     /// freed, or no frame or channel room).
-    fn claim_for_load(&mut self, pid: PageId) -> Result<std::result::Result<(u32, u64), LoadStart>> {
+    fn claim_for_load(
+        &mut self,
+        pid: PageId,
+    ) -> Result<std::result::Result<(u32, u64), LoadStart>> {
         if let Err(OpError::Fatal(e)) = self.bm.check_pid(pid) {
             return Err(e);
         }

@@ -1241,6 +1241,9 @@ pub struct TreeShape {
     pub leaves: u64,
     /// Entries in all leaves.
     pub entries: u64,
+    /// Leaves whose next leaf in key order is the next page id (B+-trees;
+    /// `leaves - 1` when all lie in order, as after [`Db::compact`]).
+    pub leaves_in_order: u64,
 }
 
 /// What [`Db::check`] found in a store that passed.
@@ -1288,6 +1291,9 @@ async fn check_shape(
     let mut leaf_depth: Option<usize> = None;
     let mut stack = vec![(tree.root, Vec::new(), Vec::new(), 0usize)];
     let mut shape = TreeShape::default();
+    // Leaves come in descending key order (the stack pops the last child
+    // first): the one before is the next in key order.
+    let mut next_leaf: Option<PageId> = None;
     while let Some((pid, lower, upper, depth)) = stack.pop() {
         claim_checked_page(pid, freed, seen)?;
         let report = run_op(&ctx.reads, |_| {
@@ -1295,6 +1301,10 @@ async fn check_shape(
         })
         .await?;
         if report.is_leaf {
+            if next_leaf == Some(pid + 1) {
+                shape.leaves_in_order += 1;
+            }
+            next_leaf = Some(pid);
             shape.leaves += 1;
             shape.entries += report.count as u64;
             if *leaf_depth.get_or_insert(depth) != depth {
