@@ -649,14 +649,23 @@ fn compact_moves_leaves_and_keeps_records() {
     let db = open(dir.path());
     let t = tree(db, "t");
     let keys: Vec<Vec<u8>> = (0..3000u64)
-        .map(|i| (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8).to_be_bytes().to_vec())
+        .map(|i| {
+            (i.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 8)
+                .to_be_bytes()
+                .to_vec()
+        })
         .collect();
     for k in &keys {
         assert_eq!(put(db, t, k, &[5u8; 400]), OK, "{}", last_error());
     }
     let mut moved = 0u64;
     // SAFETY: `db` is open and `moved` writable.
-    assert_eq!(unsafe { ft_compact(db, t, &mut moved) }, OK, "{}", last_error());
+    assert_eq!(
+        unsafe { ft_compact(db, t, &mut moved) },
+        OK,
+        "{}",
+        last_error()
+    );
     assert!(moved > 100, "{moved} leaves moved");
     // SAFETY: as above.
     assert_eq!(unsafe { ft_compact(db, t, &mut moved) }, OK);

@@ -254,10 +254,19 @@ fn multi_page_reads_span_chunks_only_on_one_device() {
             // SAFETY: buf outlives the completion (waited for below), and a
             // refused request is never queued.
             let pushed = unsafe {
-                channel.push(IoRequest::read(PAGE as u64, buf.as_mut_ptr(), 4 * PAGE as u32, 7))
+                channel.push(IoRequest::read(
+                    PAGE as u64,
+                    buf.as_mut_ptr(),
+                    4 * PAGE as u32,
+                    7,
+                ))
             };
             if files > 1 {
-                assert_eq!(pushed.unwrap_err().kind, IoErrorKind::Misaligned, "{backend}");
+                assert_eq!(
+                    pushed.unwrap_err().kind,
+                    IoErrorKind::Misaligned,
+                    "{backend}"
+                );
                 continue;
             }
             pushed.unwrap();
