@@ -660,12 +660,8 @@ fn compact_moves_leaves_and_keeps_records() {
     }
     let mut moved = 0u64;
     // SAFETY: `db` is open and `moved` writable.
-    assert_eq!(
-        unsafe { ft_compact(db, t, &mut moved) },
-        OK,
-        "{}",
-        last_error()
-    );
+    let code = unsafe { ft_compact(db, t, &mut moved) };
+    assert_eq!(code, OK, "{}", last_error());
     assert!(moved > 100, "{moved} leaves moved");
     // SAFETY: as above.
     assert_eq!(unsafe { ft_compact(db, t, &mut moved) }, OK);

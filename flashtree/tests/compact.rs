@@ -74,7 +74,11 @@ fn compaction_keeps_every_entry_and_puts_leaves_in_order() {
         );
         let first = db.compact(tree).unwrap();
         let shape = db.check_tree_shape(tree).unwrap();
-        assert_eq!(shape.leaves_in_order, shape.leaves - 1, "{durability:?}: {shape:?}");
+        assert_eq!(
+            shape.leaves_in_order,
+            shape.leaves - 1,
+            "{durability:?}: {shape:?}"
+        );
         assert!(first.parents > 1, "{durability:?}: {first:?}");
         assert!(first.leaves_moved > 100, "{durability:?}: {first:?}");
         assert_eq!(first.parents_changed, 0, "{durability:?}: {first:?}");
