@@ -7,7 +7,10 @@
 //! (`Db::hash_tree`), and batches mix it with the B+-trees. Each child
 //! writes its log one of the three
 //! ways (`LogWrites::Auto`, `Inline` or `Channel`), picked at random per
-//! kill.
+//! kill. After every [`COMPACT_EVERY`]th batch the child compacts one of
+//! the B+-trees (`Db::compact`, in turn), right after reporting the batch:
+//! the parent kills as soon as it reads a report, so some kills land in
+//! the middle of a compaction (its moves logged, not synced).
 //!
 //! The same series runs on a store on two loop devices (RAID0, regions
 //! for its logs and checkpoint slots) when the tests run as root; without
@@ -34,6 +37,8 @@ const CHILD_ENV: &str = "FLASHTREE_KILL_CHILD";
 /// Trees of the store: B+-trees `t0`, `t1`, `t2` and the hash tree `h3`.
 const TREES: usize = 4;
 const KEYS: u32 = 3000;
+/// The child compacts a B+-tree after every this many batches.
+const COMPACT_EVERY: u64 = 6;
 
 fn options() -> Options {
     Options {
@@ -122,7 +127,25 @@ fn child(target: &str, seed: u64, from: u64, log_writes: LogWrites) {
         }
         db.write(&batch, WriteOptions::default()).unwrap();
         println!("ACK {n}");
+        if (n + 1) % COMPACT_EVERY == 0 {
+            // The B+-trees in turn (the last tree, a hash tree, has no key
+            // order: `Db::compact` refuses it).
+            let tree = trees[((n / COMPACT_EVERY) % (TREES as u64 - 1)) as usize];
+            let stats = db.compact(tree).unwrap();
+            println!("COMPACTED {n} {}", stats.leaves_moved);
+        }
     }
+}
+
+/// The batch number and the leaves moved a `COMPACTED n leaves` line
+/// reports.
+fn compacted(line: &str) -> Option<(u64, u64)> {
+    let (_, rest) = line.rsplit_once("COMPACTED ")?;
+    let (n, leaves) = rest.trim().split_once(' ')?;
+    Some((
+        n.parse().expect("a batch number after COMPACTED"),
+        leaves.parse().expect("a leaf count after COMPACTED n"),
+    ))
 }
 
 /// The batch number an `ACK n` line reports (libtest may print its own
@@ -207,6 +230,10 @@ fn series(target: &str, kills: u64, test: &str, devices: bool) {
     trees(&db);
     db.close().unwrap();
     let mut acked_total = 0u64;
+    // Compactions the children reported done, and the leaves they moved.
+    let (mut compactions, mut leaves_moved) = (0u64, 0u64);
+    // Kills that landed in a compaction (or right before it began).
+    let mut kills_in_compaction = 0u64;
     for kill in 0..kills {
         let log_writes =
             [LogWrites::Auto, LogWrites::Inline, LogWrites::Channel][rng.random_range(0..3)];
@@ -227,6 +254,7 @@ fn series(target: &str, kills: u64, test: &str, devices: bool) {
             .unwrap();
         let wait_for = rng.random_range(0..40u64);
         let mut last_acked: Option<u64> = None;
+        let mut last_compacted: Option<u64> = None;
         let stdout = child.stdout.take().unwrap();
         let mut lines = BufReader::new(stdout).lines();
         // Kill after `wait_for` acknowledgements (or when the child ends).
@@ -234,7 +262,11 @@ fn series(target: &str, kills: u64, test: &str, devices: bool) {
         while seen < wait_for {
             match lines.next() {
                 Some(Ok(line)) => {
-                    if let Some(n) = acked(&line) {
+                    if let Some((n, leaves)) = compacted(&line) {
+                        compactions += 1;
+                        leaves_moved += leaves;
+                        last_compacted = Some(n);
+                    } else if let Some(n) = acked(&line) {
                         last_acked = Some(n);
                         seen += 1;
                     }
@@ -245,9 +277,19 @@ fn series(target: &str, kills: u64, test: &str, devices: bool) {
         child.kill().unwrap();
         // Acknowledgements printed before the kill still count.
         for line in lines.map_while(|l| l.ok()) {
-            if let Some(n) = acked(&line) {
+            if let Some((n, leaves)) = compacted(&line) {
+                compactions += 1;
+                leaves_moved += leaves;
+                last_compacted = Some(n);
+            } else if let Some(n) = acked(&line) {
                 last_acked = Some(n);
             }
+        }
+        // Killed after a batch that a compaction follows, before the
+        // compaction reported: in the middle of it (or just before it).
+        if last_acked.is_some_and(|n| (n + 1) % COMPACT_EVERY == 0 && last_compacted != last_acked)
+        {
+            kills_in_compaction += 1;
         }
         let status = child.wait().unwrap();
         assert!(
@@ -284,6 +326,6 @@ fn series(target: &str, kills: u64, test: &str, devices: bool) {
         db.close().unwrap();
     }
     eprintln!(
-        "{kills} kills of a store on {target}, {next} batches in the store, {acked_total} acknowledged (seed {seed})"
+        "{kills} kills of a store on {target}, {next} batches in the store, {acked_total} acknowledged, {compactions} compactions done ({leaves_moved} leaves moved), {kills_in_compaction} kills during a compaction (seed {seed})"
     );
 }

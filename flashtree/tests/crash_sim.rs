@@ -1,8 +1,13 @@
 //! Crashes on the simulated disk (`flashtree::io::sim`): per seed, a store
 //! with a tiny buffer pool and a small log runs random batches over three
-//! trees (two B+-trees and a hash tree, batches mixing them); at random points the disk crashes (each unsynced write is kept,
-//! dropped or torn at 512-byte sectors, in any order), sometimes again in
-//! the middle of the recovery that follows; after every reopen the store
+//! trees (two B+-trees and a hash tree, batches mixing them; now and then a
+//! run of large batches into one B+-tree), now and then compacting a
+//! B+-tree between them (`Db::compact`: its leaves move to new page ids in
+//! logged steps that free the old ids, not synced); at random points the
+//! disk crashes (each unsynced write is kept, dropped or torn at 512-byte
+//! sectors, in any order), sometimes right after a compaction or in the
+//! middle of one, sometimes again in the middle of the recovery that
+//! follows; after every reopen the store
 //! must hold every acknowledged batch, equal the state after some prefix
 //! of the batches issued (a batch all there or not at all), and pass
 //! `Db::check`.
@@ -15,7 +20,9 @@
 mod common;
 
 use common::{apply, contents_probing, Batch, Model};
-use flashtree::db::{Db, Durability, LogWrites, Options, Tree, WriteBatch, WriteOptions};
+use flashtree::db::{
+    CompactStats, Db, Durability, LogWrites, Options, Tree, WriteBatch, WriteOptions,
+};
 use flashtree::io::sim::{FaultKind, SimConfig, SimDisk};
 use flashtree::io::Vfs;
 use rand::rngs::StdRng;
@@ -44,6 +51,23 @@ fn options(disk: &Arc<SimDisk>, create: bool) -> Options {
         vfs: Vfs::Sim(disk.clone()),
         ..Options::default()
     }
+}
+
+/// A batch of puts of large values at random keys of B+-tree `tree`, as
+/// many as a batch may hold in this pool. A run of them now and then
+/// gives some trees more leaves than a compaction moves in one step
+/// (`btree::compact::MOVES_PER_STEP`) and than the pool holds, scattered
+/// over the store.
+fn bulk_batch(rng: &mut StdRng, tree: usize, keys: u32, number: usize) -> Batch {
+    (0..BULK_ENTRIES)
+        .map(|_| {
+            let key = rng.random_range(0..keys).to_be_bytes().to_vec();
+            let len = rng.random_range(100..400);
+            let mut v = (number as u64).to_le_bytes().to_vec();
+            v.extend((0..len).map(|i| (i as u8) ^ (number as u8)));
+            (tree, key, Some(v))
+        })
+        .collect()
 }
 
 fn random_batch(rng: &mut StdRng, keys: u32, number: usize) -> Batch {
@@ -77,6 +101,14 @@ fn trees(db: &Db) -> flashtree::Result<Vec<Tree>> {
     common::trees_with_hash(db, TREES)
 }
 
+/// Compacts one of the B+-trees of `t`, picked at random (the last tree,
+/// a hash tree, has no key order: `Db::compact` refuses it).
+fn compact_random(rng: &mut StdRng, db: &Db, t: &[Tree]) -> flashtree::Result<CompactStats> {
+    let tree = t[rng.random_range(0..TREES - 1)];
+    debug_assert!(!tree.is_hash());
+    db.compact(tree)
+}
+
 /// Crashes the disk under a live `db`: from now on the old process can
 /// change nothing; its unsynced writes land at random.
 fn crash(disk: &SimDisk, db: Option<Db>) {
@@ -99,7 +131,35 @@ struct Totals {
     /// published before the crashes): a discard is a write of zeros that a
     /// crash may keep, tear or drop, so the crashes land among them too.
     pages_discarded: u64,
+    /// Compactions that ended before their crash (`Db::compact` returned
+    /// its statistics), and the leaves they moved.
+    compactions: u64,
+    leaves_moved: u64,
+    /// Crashes in the middle of a compaction: the disk fails from a random
+    /// operation of the compaction or of the log flush after it on, then
+    /// crashes.
+    crashes_in_compaction: u64,
+    /// Of those, the ones in which an operation failed before the crash
+    /// (else the fault was past the flush: a crash right after it).
+    disk_failed_in_compaction: u64,
+    /// Of those, the compactions that returned the disk's error.
+    compactions_failed: u64,
 }
+
+/// The probability that a batch starts a run of [`bulk_batch`]es, their
+/// number, and the entries of each (a batch needs a leaf in memory per
+/// entry: a quarter of the 48-page pool).
+const BULK_RUN: f64 = 0.01;
+const BULK_RUN_BATCHES: std::ops::RangeInclusive<u32> = 10..=25;
+const BULK_ENTRIES: usize = 12;
+/// Between two batches, the probability of a compaction.
+const COMPACT_BETWEEN_BATCHES: f64 = 0.04;
+/// Before a crash, the probability of a compaction, and then of a crash
+/// in the middle of it (else right after it).
+const COMPACT_BEFORE_CRASH: f64 = 0.35;
+const CRASH_IN_COMPACTION: f64 = 0.5;
+/// The disk fails from a random one of this many operations on.
+const COMPACT_FAULT_OPS: u64 = 16;
 
 /// Runs one seed; Err describes the first violation.
 fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
@@ -143,8 +203,19 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
         let batches = rng.random_range(0..80);
         let mut issued: Vec<Batch> = Vec::new();
         let mut acknowledged = 0;
+        let (mut bulk_left, mut bulk_tree) = (0, 0);
         for _ in 0..batches {
-            let batch = random_batch(&mut rng, keys, history.len() + issued.len());
+            let number = history.len() + issued.len();
+            if bulk_left == 0 && rng.random_bool(BULK_RUN) {
+                bulk_left = rng.random_range(BULK_RUN_BATCHES);
+                bulk_tree = rng.random_range(0..TREES - 1);
+            }
+            let batch = if bulk_left > 0 {
+                bulk_left -= 1;
+                bulk_batch(&mut rng, bulk_tree, keys, number)
+            } else {
+                random_batch(&mut rng, keys, number)
+            };
             let mut wb = WriteBatch::new();
             for (tree, key, value) in &batch {
                 match value {
@@ -167,13 +238,60 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
                     .map_err(|e| format!("cycle {cycle}: empty synced write: {e}"))?;
                 acknowledged = issued.len();
             }
+            if rng.random_bool(COMPACT_BETWEEN_BATCHES) {
+                // Its moves are logged but not synced: the next synced
+                // write (or an eviction, or a checkpoint) makes them
+                // durable, or the crash keeps, tears or drops them.
+                let s = compact_random(&mut rng, &db, &t)
+                    .map_err(|e| format!("cycle {cycle}: compact: {e}"))?;
+                totals.compactions += 1;
+                totals.leaves_moved += s.leaves_moved;
+            }
         }
         totals.acknowledged += acknowledged as u64;
+        let mut crashed_in_compaction = false;
+        if rng.random_bool(COMPACT_BEFORE_CRASH) {
+            if rng.random_bool(CRASH_IN_COMPACTION) {
+                // The disk dies at a random operation of the compaction
+                // (its leaf loads, the evictions, log writes and
+                // checkpoint its moves cause), of the log flush after it,
+                // or, past their last, at the crash.
+                totals.crashes_in_compaction += 1;
+                crashed_in_compaction = true;
+                let before = disk.op_count();
+                let faults = disk.injected_faults();
+                disk.fail_all_from(
+                    before + rng.random_range(0..COMPACT_FAULT_OPS),
+                    FaultKind::Any,
+                );
+                match compact_random(&mut rng, &db, &t) {
+                    Ok(s) => {
+                        totals.compactions += 1;
+                        totals.leaves_moved += s.leaves_moved;
+                    }
+                    Err(_) => totals.compactions_failed += 1,
+                }
+                // The log flush that carries its last moves (an empty
+                // synced write: no batch of its own, so whether it fails
+                // changes nothing the checks expect).
+                let _ = db.write(&WriteBatch::new(), WriteOptions { sync: Some(true) });
+                if disk.injected_faults() > faults {
+                    totals.disk_failed_in_compaction += 1;
+                }
+            } else {
+                let s = compact_random(&mut rng, &db, &t)
+                    .map_err(|e| format!("cycle {cycle}: compact before the crash: {e}"))?;
+                totals.compactions += 1;
+                totals.leaves_moved += s.leaves_moved;
+            }
+        }
         let stats = db.stats();
         totals.leaf_rebalances += stats.leaf_rebalances;
         totals.pages_discarded += stats.pages_discarded;
         totals.crashes += 1;
-        if rng.random_bool(0.2) {
+        if crashed_in_compaction {
+            crash(&disk, Some(db));
+        } else if rng.random_bool(0.2) {
             // Crash in the middle of a close: its log flush, its page
             // writes, its data sync or one of its two checkpoint slots.
             totals.crashes_in_close += 1;
@@ -325,16 +443,21 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
         }
     }
     eprintln!(
-        "crash_sim: {} seeds passed, {} failed ({panics} panics); {} crashes ({} during a close, {} during recovery); {} acknowledged batches, 0 lost in passing seeds; {} batches recovered; {} leaf rebalances; {} pages discarded",
+        "crash_sim: {} seeds passed, {} failed ({panics} panics); {} crashes ({} during a close, {} during a compaction: the disk failed in {} of them, {} compactions returning its error; {} during recovery); {} acknowledged batches, 0 lost in passing seeds; {} batches recovered; {} leaf rebalances; {} pages discarded; {} compactions, {} leaves moved",
         totals.seeds,
         failures.len(),
         totals.crashes,
         totals.crashes_in_close,
+        totals.crashes_in_compaction,
+        totals.disk_failed_in_compaction,
+        totals.compactions_failed,
         totals.crashes_in_recovery,
         totals.acknowledged,
         totals.batches_recovered,
         totals.leaf_rebalances,
-        totals.pages_discarded
+        totals.pages_discarded,
+        totals.compactions,
+        totals.leaves_moved
     );
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
     // The workload reaches the step that moves entries between leaves
@@ -349,6 +472,13 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
             totals.pages_discarded > 0,
             "no free page was discarded in {} seeds",
             totals.seeds
+        );
+        // Compactions moved leaves before crashes.
+        assert!(
+            totals.leaves_moved > 0,
+            "no compaction moved a leaf in {} seeds ({} compactions)",
+            totals.seeds,
+            totals.compactions
         );
     }
 }

@@ -99,6 +99,9 @@ const CHECKPOINT_WRITE_TAG: u64 = 1 << 59;
 /// Bit of a request's user_data marking a checkpoint's sync of a data
 /// device.
 const CHECKPOINT_SYNC_TAG: u64 = 1 << 60;
+/// Groups with frees remembered by `BufferManager::note_group_frees`
+/// beyond which the durable ones are dropped.
+const RECENT_FREES_PRUNE_AT: usize = 1024;
 /// Bit of a request's user_data marking a read of a run of consecutive
 /// pages into a staging buffer (the low bits: the staging slot).
 const READ_RUN_TAG: u64 = 1 << 58;
@@ -268,6 +271,10 @@ pub struct BufferManager {
     /// many pages ([`BufferManager::reserve_checkpoint_room`]).
     checkpoint_room_pages: AtomicU64,
     free_pids: Mutex<free::FreePages>,
+    /// Page ids freed by logged groups that may not be durable yet, by
+    /// group (see [`BufferManager::durably_free`]); recorded before they
+    /// reach `free_pids`.
+    recent_frees: Mutex<Vec<(u64, Vec<PageId>)>>,
     /// Pages handed to the devices as discarded ([`BufferManager::discard_free_pages`]).
     pages_discarded: AtomicU64,
     /// Cleared when a device refuses a discard (a file system without hole
@@ -354,6 +361,7 @@ impl BufferManager {
             next_pid: AtomicU64::new(0),
             checkpoint_room_pages: AtomicU64::new(0),
             free_pids: Mutex::new(free::FreePages::default()),
+            recent_frees: Mutex::new(Vec::new()),
             pages_discarded: AtomicU64::new(0),
             discard_works: std::sync::atomic::AtomicBool::new(true),
             write_error: Mutex::new(None),
@@ -404,6 +412,37 @@ impl BufferManager {
     pub fn allocation_snapshot(&self) -> (Vec<PageId>, PageId) {
         let free = self.free_pids.lock().unwrap_or_else(|e| e.into_inner());
         (free.all(), self.next_pid.load(Ordering::Acquire))
+    }
+
+    /// Records that logged group `seq` frees `pids` (call it before they
+    /// go to the free list).
+    pub(crate) fn note_group_frees(&self, seq: u64, pids: &[PageId]) {
+        let mut recent = self.recent_frees.lock().unwrap_or_else(|e| e.into_inner());
+        if recent.len() >= RECENT_FREES_PRUNE_AT {
+            let durable = self.wal.durable_below();
+            recent.retain(|(s, _)| *s >= durable);
+        }
+        recent.push((seq, pids.to_vec()));
+    }
+
+    /// `free` (an [`BufferManager::allocation_snapshot`]'s list, taken
+    /// before this call) without the ids that groups at or past
+    /// `durable_below` freed: a checkpoint lists a page as free only once
+    /// the group that freed it is durable. A crash may lose that group,
+    /// and the recovery from the checkpoint would then find the page free
+    /// and still in its tree. (Recovery replays every durable group from
+    /// the checkpoint's `seq_start` on, which frees them again.)
+    pub fn durably_free(&self, free: &mut Vec<PageId>, durable_below: u64) {
+        let mut recent = self.recent_frees.lock().unwrap_or_else(|e| e.into_inner());
+        recent.retain(|(s, _)| *s >= durable_below);
+        if recent.is_empty() {
+            return;
+        }
+        let pending: std::collections::HashSet<PageId> = recent
+            .iter()
+            .flat_map(|(_, pids)| pids.iter().copied())
+            .collect();
+        free.retain(|pid| !pending.contains(pid));
     }
 
     /// Reserves `count` new consecutive page ids past the end of the store

@@ -160,6 +160,11 @@ pub fn end_step(wb: &mut WorkerBuffer, log: bool) -> Option<u64> {
     for held in &step.held {
         bm.state(held.pid).unlock_x_into(super::state::UNLOCKED);
     }
+    if let (Some(seq), false) = (seq, step.freed.is_empty()) {
+        // Before they reach the free list: a checkpoint that sees them
+        // there also sees which group freed them (`durably_free`).
+        bm.note_group_frees(seq, &step.freed);
+    }
     if !step.freed.is_empty() {
         bm.free_pids
             .lock()

@@ -185,6 +185,9 @@ fn finish(wb: &mut WorkerBuffer) -> Result<()> {
         .unwrap_or_else(|e| e.into_inner())
         .clone();
     let (mut free, next_pid) = bm.allocation_snapshot();
+    // Only pages whose freeing group is durable: a later group (at or past
+    // `seq_start`, which recovery replays) may yet be lost in a crash.
+    bm.durably_free(&mut free, wal.durable_below());
     free.sort_unstable();
     let mut last = control.last.lock().unwrap_or_else(|e| e.into_inner());
     let last_log_blocks = last.log_blocks;
