@@ -258,7 +258,9 @@ impl Tree {
     /// returns the number of leaves moved (0 when already in order).
     fn compact(&self, py: Python<'_>) -> PyResult<u64> {
         let tree = self.tree;
-        with_db(py, &self.shared, move |db| db.compact(tree).map(|s| s.leaves_moved))
+        with_db(py, &self.shared, move |db| {
+            db.compact(tree).map(|s| s.leaves_moved)
+        })
     }
 
     fn __contains__(&self, py: Python<'_>, key: &[u8]) -> PyResult<bool> {
