@@ -161,12 +161,7 @@ pub struct CompactArgs {
 pub fn compact(args: CompactArgs) -> Result<(), String> {
     let dir = &args.store.dir;
     let db = open(&args.store, false)?;
-    let names = if args.tree.is_empty() {
-        db.tree_names()
-    } else {
-        args.tree.clone()
-    };
-    for name in &names {
+    for name in &named_or_all_trees(&db, &args.tree) {
         let tree = existing_tree(&db, dir, name)?;
         if tree.is_hash() && args.tree.is_empty() {
             println!("{name}: a hash tree (no key order): skipped");
@@ -260,6 +255,15 @@ fn existing_tree(db: &Db, dir: &Path, name: &str) -> Result<Tree, String> {
         ));
     }
     db.tree(name).map_err(|e| format!("{}: {e}", dir.display()))
+}
+
+/// The trees named with `--tree`, or every tree of the store when none is.
+fn named_or_all_trees(db: &Db, named: &[String]) -> Vec<String> {
+    if named.is_empty() {
+        db.tree_names()
+    } else {
+        named.to_vec()
+    }
 }
 
 /// Bytes of a key or value given on the command line.
@@ -536,11 +540,7 @@ fn tree_of_kind(db: &Db, name: &str, hash: bool) -> Result<Tree, String> {
 pub fn dump(args: DumpArgs) -> Result<(), String> {
     let dir = &args.store.dir;
     let db = open(&args.store, false)?;
-    let names = if args.tree.is_empty() {
-        db.tree_names()
-    } else {
-        args.tree.clone()
-    };
+    let names = named_or_all_trees(&db, &args.tree);
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
     for name in &names {
