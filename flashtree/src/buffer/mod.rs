@@ -425,6 +425,13 @@ impl BufferManager {
         recent.push((seq, pids.to_vec()));
     }
 
+    /// One past the last group that freed pages so far (0: none since the
+    /// durable ones were dropped).
+    pub fn frees_logged_below(&self) -> u64 {
+        let recent = self.recent_frees.lock().unwrap_or_else(|e| e.into_inner());
+        recent.iter().map(|&(seq, _)| seq + 1).max().unwrap_or(0)
+    }
+
     /// `free` (an [`BufferManager::allocation_snapshot`]'s list, taken
     /// before this call) without the ids that groups at or past
     /// `durable_below` freed: a checkpoint lists a page as free only once

@@ -19,6 +19,9 @@ pub(crate) struct CheckpointDriver {
     finishing: bool,
     /// The finish's data syncs are in flight.
     syncing: bool,
+    /// The finish waits until the log is durable below this (set when the
+    /// last page pass ended; see `Phase::Finishing` in `step`).
+    finish_durable_below: u64,
 }
 
 impl CheckpointDriver {
@@ -30,6 +33,7 @@ impl CheckpointDriver {
             flushing: false,
             finishing: false,
             syncing: false,
+            finish_durable_below: 0,
         }
     }
 
@@ -90,10 +94,22 @@ impl CheckpointDriver {
                     self.flushing = false;
                     self.done_round = round;
                     self.finishing = control.ack_round2();
+                    if self.finishing {
+                        // Every worker's page pass has ended. A pass skips a
+                        // page freed before it got there, and a freed page's
+                        // changes live on in the pages its freeing group
+                        // changed (a merge's neighbour, a compaction's moved
+                        // copy), which the pass may have found clean, or new:
+                        // their group must be durable before the slot claims
+                        // the changes before `seq_start` are on disk, else a
+                        // crash that lost it loses them.
+                        self.finish_durable_below =
+                            control.seq_start().max(bm.frees_logged_below());
+                    }
                 }
             }
             Phase::Finishing if self.finishing => {
-                if wal.durable_below() < control.seq_start() {
+                if wal.durable_below() < self.finish_durable_below.max(control.seq_start()) {
                     wb.flush_log(true);
                     return false;
                 }
