@@ -105,8 +105,8 @@ const RECENT_FREES_PRUNE_AT: usize = 1024;
 /// Bit of a request's user_data marking a read of a run of consecutive
 /// pages into a staging buffer (the low bits: the staging slot).
 const READ_RUN_TAG: u64 = 1 << 58;
-/// Most pages in one run read (64 KiB; a read also stays inside one stripe
-/// chunk).
+/// Most pages in one run read (64 KiB; with several data devices a read
+/// also stays inside one stripe chunk).
 pub const READ_RUN_MOST_PAGES: usize = 16;
 /// Run reads in flight per worker at most.
 const READ_RUNS_IN_FLIGHT: usize = 8;
@@ -1531,8 +1531,8 @@ impl WorkerBuffer {
     /// leaves the page evicted, for whoever needs it to read (and fail)
     /// again.
     pub fn start_load(&mut self, pid: PageId, task: Option<TaskId>) -> Result<LoadStart> {
-        let (frame, word) = match self.claim_for_load(pid)? {
-            Ok(claimed) => claimed,
+        let frame = match self.claim_for_load(pid)? {
+            Ok(frame) => frame,
             Err(found) => return Ok(found),
         };
         let req = IoRequest::read(
@@ -1544,7 +1544,7 @@ impl WorkerBuffer {
         // SAFETY: the frame is ours (taken from the free list) and holds a
         // page in LOADING state: nobody trusts its bytes until completion.
         if let Err(e) = unsafe { self.channel.push(req) } {
-            self.unclaim_load(pid, frame, word);
+            self.unclaim_load(pid, frame);
             return Err(e.into());
         }
         self.read_waiters[(frame - self.first_frame) as usize] = task;
@@ -1562,14 +1562,11 @@ impl WorkerBuffer {
         Ok(LoadStart::Started)
     }
 
-    /// Takes a free frame for reading `pid` and marks the page LOADING:
-    /// `Ok(Ok((frame, state word before)))`, or `Ok(Err(what was found))`
+    /// Takes a free frame for reading `pid` and marks the page LOADING
+    /// (same version): `Ok(Ok(frame))`, or `Ok(Err(what was found))`
     /// when it is not to be read now (in memory, being read, latched,
     /// freed, or no frame or channel room).
-    fn claim_for_load(
-        &mut self,
-        pid: PageId,
-    ) -> Result<std::result::Result<(u32, u64), LoadStart>> {
+    fn claim_for_load(&mut self, pid: PageId) -> Result<std::result::Result<u32, LoadStart>> {
         if let Err(OpError::Fatal(e)) = self.bm.check_pid(pid) {
             return Err(e);
         }
@@ -1605,18 +1602,19 @@ impl WorkerBuffer {
         let local = (frame - self.first_frame) as usize;
         self.clock_credit[local] = self.bm.spare_rounds_for(heat);
         self.frame_fresh[local] = true;
-        Ok(Ok((frame, word)))
+        Ok(Ok(frame))
     }
 
     /// Undoes [`WorkerBuffer::claim_for_load`] when the read could not be
     /// sent: the page is evicted again (a new version) and the frame free.
-    fn unclaim_load(&mut self, pid: PageId, frame: u32, word: u64) {
+    fn unclaim_load(&mut self, pid: PageId, frame: u32) {
         self.bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
         self.free_frames.push(frame);
-        self.bm
-            .state(pid)
-            .0
-            .store(make(EVICTED, version_of(word) + 1), Ordering::Release);
+        // LOADING kept the version it was claimed with; only the claimer
+        // changes a LOADING page's state.
+        let state = self.bm.state(pid);
+        let version = version_of(state.load());
+        state.0.store(make(EVICTED, version + 1), Ordering::Release);
     }
 
     /// Reads `pids` ahead of need (no task waits for them; see
@@ -1669,14 +1667,12 @@ impl WorkerBuffer {
             // Claim the run's pages that are on the device; a page in
             // memory or being read ends the run (the rest is tried next).
             let mut pages = std::mem::take(&mut self.read_run_slots[slot]);
-            let mut words = Vec::with_capacity(len);
             let mut stopped = false;
             let mut taken = 0;
             for &pid in &pids[at..at + len] {
                 match self.claim_for_load(pid)? {
-                    Ok((frame, word)) => {
+                    Ok(frame) => {
                         pages.push((pid, frame));
-                        words.push(word);
                         taken += 1;
                     }
                     Err(LoadStart::Resident | LoadStart::Loading) if pages.is_empty() => {
@@ -1709,8 +1705,8 @@ impl WorkerBuffer {
             // before it ends. The pages are LOADING: nobody trusts their
             // frames until the completion fills them.
             if let Err(e) = unsafe { self.channel.push(req) } {
-                for (&(pid, frame), &word) in pages.iter().zip(&words) {
-                    self.unclaim_load(pid, frame, word);
+                for &(pid, frame) in &pages {
+                    self.unclaim_load(pid, frame);
                 }
                 pages.clear();
                 self.read_run_slots[slot] = pages;
