@@ -72,6 +72,7 @@ fn descend_from<'a>(
             return Err(corrupt(current.pid(), "neither a leaf nor an inner node"));
         }
         let next = bm.fix_optimistic(child)?;
+        next.prefetch();
         current.check()?;
         parent = Some(current);
         current = next;
@@ -159,8 +160,11 @@ pub async fn lookup_interleaved(
             .fix_optimistic(child)
             .map_err(|e| stop(e, Some(node.stamp())))?;
         node.check().map_err(LookupStop::Restart)?;
+        // Fetched in parallel even when no yield follows: the node's
+        // header, slots and first entries are then one round trip to
+        // memory, not one per dependent load of the search.
+        next.prefetch();
         if level_worth_a_yield(level_nodes, threshold_pages) {
-            next.prefetch();
             crate::sched::yield_now().await;
         }
         node = next;
