@@ -69,6 +69,13 @@ impl Db {
                     let mut outcome = Ok(Moved::Done);
                     for start in (0..plan.children.len()).step_by(MOVES_PER_STEP) {
                         let range = start..(start + MOVES_PER_STEP).min(plan.children.len());
+                        // The children of this step and of the next three
+                        // are read in parallel, not one per restart of the
+                        // step (a `Sync` compaction's reads wait behind
+                        // its log syncs: at one read at a time it took
+                        // twice as long).
+                        let ahead_end = (start + 4 * MOVES_PER_STEP).min(plan.children.len());
+                        let _ = super::worker::read_ahead(&plan.children[start..ahead_end]);
                         let mut moved = 0;
                         outcome = run_logged_op(&ctx.reads, logged, |wb| {
                             move_children(&bm, wb, &plan, range.clone(), first, &mut moved)
