@@ -236,15 +236,9 @@ struct PageEntry {
     /// epoch of the last update (high 16 bits) and a count (low 16 bits)
     /// that halves per epoch since. See [`BufferManager::bump_heat`].
     heat: AtomicU32,
-    /// The sequence number of the last group that logged the page's full
-    /// (or fresh) image since the store was opened (0: none), kept across
-    /// evictions: the page read back is the page as that group and the
-    /// deltas after it left it, so its next change may log a delta again
-    /// (when the image is above the floor) instead of a full image. Read
-    /// and written under the page's exclusive latch; 0 again when the page
-    /// id is allocated anew.
-    image_seq: AtomicU64,
 }
+
+const _: () = assert!(std::mem::size_of::<PageEntry>() == 16);
 
 /// The shared part of the buffer manager.
 pub struct BufferManager {
@@ -255,6 +249,15 @@ pub struct BufferManager {
     /// Per page id: its state word and frame, side by side so that a
     /// lookup touches one cache line per page for both.
     pages: LazyArray<PageEntry>,
+    /// Per page id: the sequence number of the last group that logged the
+    /// page's full (or fresh) image since the store was opened (0: none),
+    /// kept across evictions: the page read back is the page as that group
+    /// and the deltas after it left it, so its next change may log a delta
+    /// again (when the image is above the floor) instead of a full image.
+    /// Read and written under the page's exclusive latch; 0 again when the
+    /// page id is allocated anew. Apart from `pages`, whose entries readers
+    /// touch on every level of a descent: 16 bytes each, 4 per cache line.
+    image_seqs: LazyArray<AtomicU64>,
     frame_pid: Box<[AtomicU64]>,
     frame_dirty: Box<[AtomicBool]>,
     partitions: Vec<(u32, u32)>,
@@ -302,9 +305,8 @@ impl BufferManager {
     /// Records that group `seq` logged the full image of page `pid` (the
     /// caller holds its exclusive latch).
     pub(crate) fn set_image_seq(&self, pid: PageId, seq: u64) {
-        self.pages
+        self.image_seqs
             .get(pid as usize)
-            .image_seq
             .store(seq, Ordering::Relaxed);
     }
 
@@ -330,6 +332,7 @@ impl BufferManager {
             ))
         };
         let pages = LazyArray::new(max_pages).ok_or_else(no_memory)?;
+        let image_seqs = LazyArray::new(max_pages).ok_or_else(no_memory)?;
         let pool: LazyArray<Frame> = LazyArray::new(frames as usize).ok_or_else(|| {
             Error::Unsupported(format!("cannot map a pool of {} bytes", config.pool_bytes))
         })?;
@@ -352,6 +355,7 @@ impl BufferManager {
             frame_count: frames as u32,
             heat_ticks: AtomicU64::new(0),
             pages,
+            image_seqs,
             frame_pid: (0..frames).map(|_| AtomicU64::new(NO_PAGE)).collect(),
             frame_dirty: (0..frames).map(|_| AtomicBool::new(false)).collect(),
             partitions,
@@ -1012,9 +1016,8 @@ impl GuardX<'_> {
     /// image since the store was opened (0: none; see `PageEntry`).
     pub fn image_seq(&self) -> u64 {
         self.bm
-            .pages
+            .image_seqs
             .get(self.pid as usize)
-            .image_seq
             .load(Ordering::Relaxed)
     }
 
