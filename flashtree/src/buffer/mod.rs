@@ -1013,7 +1013,7 @@ impl GuardX<'_> {
     }
 
     /// The sequence number of the last group that logged this page's full
-    /// image since the store was opened (0: none; see `PageEntry`).
+    /// image since the store was opened (0: none; see `BufferManager::image_seqs`).
     pub fn image_seq(&self) -> u64 {
         self.bm
             .image_seqs

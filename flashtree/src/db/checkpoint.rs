@@ -109,7 +109,7 @@ impl CheckpointDriver {
                 }
             }
             Phase::Finishing if self.finishing => {
-                if wal.durable_below() < self.finish_durable_below.max(control.seq_start()) {
+                if wal.durable_below() < self.finish_durable_below {
                     wb.flush_log(true);
                     return false;
                 }
