@@ -75,8 +75,6 @@ pub struct FlashtreeSettings {
     pub checkpoint_log_bytes: u64,
     /// `Options::log_writes`.
     pub log_writes: LogWrites,
-    /// `Options::lookup_mode`.
-    pub lookup_mode: flashtree::db::LookupMode,
     /// Block devices to keep the store on (empty: files under the
     /// engine's directory).
     pub devices: Vec<std::path::PathBuf>,
@@ -135,7 +133,6 @@ impl Default for FlashtreeSettings {
             wal_bytes_per_worker: Options::default().wal_bytes_per_worker,
             checkpoint_log_bytes: Options::default().checkpoint_log_bytes,
             log_writes: Options::default().log_writes,
-            lookup_mode: Options::default().lookup_mode,
             devices: Vec::new(),
             hash_index: false,
         }
@@ -192,7 +189,6 @@ impl FlashtreeEngine {
             wal_bytes_per_worker: settings.wal_bytes_per_worker,
             checkpoint_log_bytes: settings.checkpoint_log_bytes,
             log_writes: settings.log_writes,
-            lookup_mode: settings.lookup_mode,
             durability: match config.durability {
                 DurabilityMode::None => Durability::None,
                 DurabilityMode::Buffered => Durability::Buffered {

@@ -87,13 +87,6 @@ pub struct CompareArgs {
     /// each write) or channel (always through its io_uring/libaio channel).
     #[arg(long, default_value = "auto")]
     pub log_writes: flashtree::db::LogWrites,
-    /// flashtree: how point lookups hide memory stalls
-    /// (`Options::lookup_mode`): auto (each worker times the others and
-    /// keeps the quickest), yielding (each lookup descends alone, yielding
-    /// before large levels) or batched (the worker runs its tasks' lookups
-    /// together, their memory accesses interleaved).
-    #[arg(long, default_value = "auto")]
-    pub lookup_mode: flashtree::db::LookupMode,
     /// flashtree: keep the store on this block device (repeat for a RAID0
     /// set) instead of under --dir, which then holds only the marker of
     /// the load. A new load erases the devices (whatever they hold): give
@@ -196,7 +189,6 @@ fn validate(args: &CompareArgs) -> Result<(FlashtreeSettings, u64, Vec<usize>), 
         checkpoint_log_bytes: crate::util::parse_size_bytes(&args.checkpoint_log)
             .map_err(|e| format!("--checkpoint-log: {e}"))?,
         log_writes: args.log_writes,
-        lookup_mode: args.lookup_mode,
         devices: args.flashtree_device.clone(),
         hash_index: false,
     };

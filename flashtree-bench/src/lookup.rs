@@ -99,10 +99,6 @@ pub struct LookupArgs {
     /// the median of the rounds' ratios.
     #[arg(long, default_value_t = 3)]
     pub workers_sweep_rounds: usize,
-    /// How point lookups hide memory stalls (`Options::lookup_mode`):
-    /// auto, yielding or batched.
-    #[arg(long, default_value = "auto")]
-    pub lookup_mode: flashtree::db::LookupMode,
     /// Print the summary as one JSON object.
     #[arg(long)]
     pub json: bool,
@@ -175,7 +171,6 @@ pub fn run(args: LookupArgs) -> Result<(), String> {
         // The comparisons run with the write-ahead log off everywhere
         // (the durable runs are a separate mode).
         durability: flashtree::db::Durability::None,
-        lookup_mode: args.lookup_mode,
         ..Options::default()
     };
     if !args.reuse && args.device.is_empty() {

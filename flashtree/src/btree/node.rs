@@ -990,66 +990,6 @@ impl<B: NodeBytes> NodeView<B> {
         Some(page_range(s.offset, s.key_len + s.value_len))
     }
 
-    /// Where in the page the bytes lie that [`NodeView::lower_bound_hint`]
-    /// reads, found from the header alone: the slots, and the node prefix
-    /// (at the start of the lower fence, near the page's end), which
-    /// [`NodeView::lower_bound`] compares first. So that a caller can
-    /// prefetch them. Any page is accepted: the ranges may be wrong, never
-    /// outside it.
-    #[inline]
-    pub fn search_ranges(self) -> [Range<usize>; 2] {
-        let slots = page_range(NODE_HEADER_END, self.count() * SLOT_BYTES);
-        [slots, self.prefix_range()]
-    }
-
-    /// Where in the page the entry (key suffix, then value) lies that
-    /// [`NodeView::lower_bound`] most likely ends at: that of the first
-    /// slot whose key head is at least `key`'s, found by a binary search
-    /// of the slots alone (the heap is not read); and, when heads skip
-    /// bytes, slot 0's key suffix, which the search compares first. So that
-    /// a caller can prefetch them before the search that compares whole
-    /// keys. In an inner node the entry holds the child's page id. Ranges
-    /// are empty where there is nothing to read (every head is smaller: an
-    /// inner node's upper child is in its header). Any `key` is accepted,
-    /// and any page: the ranges may be wrong, never outside it.
-    #[inline]
-    pub fn lower_bound_hint(self, key: &[u8]) -> [Range<usize>; 2] {
-        let count = self.count();
-        let prefix_and_skip = self.read_u16(HDR_PREFIX_AND_SKIP);
-        let prefix_len = self.prefix_range_of(prefix_and_skip).len();
-        let skip = prefix_and_skip >> PREFIX_LEN_BITS;
-        // A key shorter than the prefix and skip orders before every
-        // entry (or outside the node): slot 0 is as good a guess as any.
-        let head = match prefix_len.checked_add(skip) {
-            Some(from) if from <= key.len() => (padded_word_of_tail(key, from) >> 32) as u32,
-            _ => 0,
-        };
-        let (mut low, mut high) = (0, count);
-        while low < high {
-            let mid = (low + high) / 2;
-            debug_assert!(mid < SLOT_COUNT_MAX);
-            // SAFETY: `mid < high <= count <= SLOT_COUNT_MAX` (`count` is
-            // clamped), so slot `mid` lies inside the page.
-            if unsafe { self.slot_head_in_page(mid) } < head {
-                low = mid + 1;
-            } else {
-                high = mid;
-            }
-        }
-        let entry = if low < count {
-            let s = self.slot(low);
-            page_range(s.offset, s.key_len + s.value_len)
-        } else {
-            0..0
-        };
-        let first_key = if skip > 0 && count > 0 {
-            self.entry_key_range(0)
-        } else {
-            0..0
-        };
-        [entry, first_key]
-    }
-
     /// [`NodeView::find`]'s scan (`COMPARE`), or without comparing whole
     /// keys: the first slot whose head matches. At most
     /// [`FIND_LINEAR_MAX`] slots are read.

@@ -118,8 +118,11 @@ pub enum LookupStop {
 /// A level that the CPU's cache holds is not worth a yield (a task switch
 /// costs more than a cache hit): the descent estimates each level's nodes
 /// as the product of the child counts on its way and goes on without
-/// yielding into a level of at most `threshold_pages` nodes
-/// ([`level_worth_a_yield`]; [`LookupTuner`] chooses the threshold).
+/// yielding into a level below a threshold ([`level_worth_a_yield`]). The
+/// threshold is the root's children only, or twice the last-level cache;
+/// each worker thread times both and takes the quicker ([`YieldTuner`]):
+/// which one wins depends on how skewed the keys are and on how much of
+/// the cache other work (or, in a virtual machine, other tenants) leaves.
 /// This is the one asynchronous tree operation: it holds only optimistic
 /// latches (version snapshots, no latch state), which may cross a yield,
 /// and validates before trusting anything. When a child is not in memory it
@@ -130,12 +133,21 @@ pub async fn lookup_interleaved(
     root: PageId,
     key: &[u8],
     out: &mut Vec<u8>,
-    threshold_pages: usize,
 ) -> std::result::Result<bool, LookupStop> {
-    let mut node = bm.fix_optimistic(root).map_err(|e| stop_at(e, None))?;
+    // A failed fix of `child` (read from `parent` as it still is, if any).
+    let stop = |e: OpError, parent: Option<Stamp>| match as_restart(e) {
+        Restart::Load(child) => LookupStop::Miss { child, parent },
+        other => LookupStop::Restart(other),
+    };
+    let mut node = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
     // Nodes of the level below `node`, estimated (read under the
     // optimistic latch: garbage only changes whether a yield is taken).
     let mut level_nodes = 1usize;
+    let threshold_pages = YIELD_TUNER.with(|t| {
+        let mut t = t.borrow_mut();
+        t.lookup_started(Instant::now);
+        t.threshold_pages()
+    });
     loop {
         let n = racy_node(&node);
         if n.is_leaf() {
@@ -146,7 +158,7 @@ pub async fn lookup_interleaved(
         node.check().map_err(LookupStop::Restart)?;
         let next = bm
             .fix_optimistic(child)
-            .map_err(|e| stop_at(e, Some(node.stamp())))?;
+            .map_err(|e| stop(e, Some(node.stamp())))?;
         node.check().map_err(LookupStop::Restart)?;
         // Fetched in parallel even when no yield follows: the node's
         // header, slots and first entries are then one round trip to
@@ -159,321 +171,83 @@ pub async fn lookup_interleaved(
     }
 }
 
-/// A failed fix of a child (read from `parent` as it still is, if any) as
-/// the reason a lookup stopped.
-fn stop_at(e: OpError, parent: Option<Stamp>) -> LookupStop {
-    match as_restart(e) {
-        Restart::Load(child) => LookupStop::Miss { child, parent },
-        other => LookupStop::Restart(other),
-    }
-}
-
 /// True when a level of about `level_nodes` nodes is worth a yield before
 /// its node is read: it has more than `threshold_pages` nodes.
 pub fn level_worth_a_yield(level_nodes: usize, threshold_pages: usize) -> bool {
     level_nodes > threshold_pages
 }
 
-/// One point lookup of a batch ([`lookup_batch`]): what to look up, and,
-/// once the batch ran, its outcome.
-#[derive(Debug, Default)]
-pub struct BatchedLookup {
-    /// The tree's root.
-    pub root: PageId,
-    /// The key.
-    pub key: Vec<u8>,
-    /// The value, when found.
-    pub out: Vec<u8>,
-    /// None until the batch ran: then whether the key was found, or why
-    /// the lookup stopped (as in [`lookup_interleaved`]).
-    pub outcome: Option<std::result::Result<bool, LookupStop>>,
-}
-
-/// Lookups of a batch that descend in step ([`lookup_batch`]): enough that
-/// the cache lines asked for on one visit of a lookup have arrived by its
-/// next visit, few enough that the CPU can have the lines of all of them
-/// in flight at once.
-pub const LOOKUP_GROUP: usize = 16;
-
-/// Where one lookup of a group stands. Each visit reads what the last one
-/// asked the CPU for, and asks for what the next one reads.
-enum GroupStep<'a> {
-    /// The page table entry of `child` was asked for (`parent`: the node
-    /// its page id was read from; None for the root). Next: fix it, ask
-    /// for its header.
-    Fix {
-        child: PageId,
-        parent: Option<GuardO<'a>>,
-    },
-    /// Next: ask for the node's slots and prefix.
-    Header(GuardO<'a>),
-    /// Next: find the entry the search will end at from the slots, and
-    /// ask for it.
-    Slots(GuardO<'a>),
-    /// Next: search the node; go down to the child (its page table entry
-    /// asked for) or copy the value.
-    Search(GuardO<'a>),
-    Done,
-}
-
-/// Runs point lookups with their memory accesses interleaved, without a
-/// task switch: groups of [`LOOKUP_GROUP`] lookups descend side by side,
-/// and each visit of one of them asks the CPU for the cache lines its next
-/// visit reads (the child's page table entry, the node's header, its slots
-/// and prefix, the entry its search ends at), then moves on to the next
-/// lookup, so that the misses of the whole group overlap instead of
-/// following one another (the group prefetching of Chen, Ailamaki, Gibbons
-/// and Mowry, "Improving Hash Join Performance through Prefetching", ICDE
-/// 2004). Each lookup's outcome is set: found or not, or [`LookupStop`] as
-/// [`lookup_interleaved`] would stop (a child not in memory, or a
-/// conflict). Only optimistic latches are taken, and nothing read is
-/// trusted before its node validates.
-pub fn lookup_batch(bm: &BufferManager, lookups: &mut [&mut BatchedLookup]) {
-    for group in lookups.chunks_mut(LOOKUP_GROUP) {
-        lookup_group(bm, group);
-    }
-}
-
-fn lookup_group(bm: &BufferManager, group: &mut [&mut BatchedLookup]) {
-    assert!(group.len() <= LOOKUP_GROUP);
-    let mut steps: [GroupStep<'_>; LOOKUP_GROUP] = std::array::from_fn(|_| GroupStep::Done);
-    for (lookup, step) in group.iter().zip(steps.iter_mut()) {
-        bm.prefetch_entry(lookup.root);
-        *step = GroupStep::Fix {
-            child: lookup.root,
-            parent: None,
-        };
-    }
-    let mut active = group.len();
-    while active > 0 {
-        for (lookup, step) in group.iter_mut().zip(steps.iter_mut()) {
-            *step = match std::mem::replace(step, GroupStep::Done) {
-                GroupStep::Done => continue,
-                GroupStep::Fix { child, parent } => match bm.fix_optimistic(child) {
-                    Ok(node) if parent.as_ref().is_none_or(GuardO::validate) => {
-                        node.prefetch_lines(1);
-                        GroupStep::Header(node)
-                    }
-                    Ok(_) => lookup_stopped(lookup, LookupStop::Restart(Restart::Retry)),
-                    Err(e) => {
-                        let stop = stop_at(e, parent.map(|p| p.stamp()));
-                        lookup_stopped(lookup, stop)
-                    }
-                },
-                GroupStep::Header(node) => {
-                    for range in racy_node(&node).search_ranges() {
-                        node.prefetch_bytes(range.start, range.len());
-                    }
-                    GroupStep::Slots(node)
-                }
-                GroupStep::Slots(node) => {
-                    for range in racy_node(&node).lower_bound_hint(&lookup.key) {
-                        node.prefetch_bytes(range.start, range.len());
-                    }
-                    GroupStep::Search(node)
-                }
-                GroupStep::Search(node) => group_search(bm, node, lookup),
-            };
-            if matches!(step, GroupStep::Done) {
-                active -= 1;
-            }
-        }
-    }
-}
-
-/// Sets a lookup's outcome to `stop`; its step is then done.
-fn lookup_stopped<'a>(lookup: &mut BatchedLookup, stop: LookupStop) -> GroupStep<'a> {
-    lookup.outcome = Some(Err(stop));
-    GroupStep::Done
-}
-
-/// The visit of a lookup that searches `node` (its lines asked for): sets
-/// the outcome in a leaf, else goes on to the child.
-fn group_search<'a>(
-    bm: &'a BufferManager,
-    node: GuardO<'a>,
-    lookup: &mut BatchedLookup,
-) -> GroupStep<'a> {
-    let n = racy_node(&node);
-    if n.is_leaf() {
-        let outcome = read_leaf(&node, &lookup.key, &mut lookup.out);
-        lookup.outcome = Some(outcome.map_err(LookupStop::Restart));
-        return GroupStep::Done;
-    }
-    let kind = n.page_kind();
-    let child = n.child_for(&lookup.key);
-    if node.check().is_err() || kind != node::PAGE_KIND_INNER {
-        // (A node of another kind is corrupt: the synchronous lookup the
-        // caller falls back to reports it.)
-        return lookup_stopped(lookup, LookupStop::Restart(Restart::Retry));
-    }
-    bm.prefetch_entry(child);
-    GroupStep::Fix {
-        child,
-        parent: Some(node),
-    }
-}
-
-/// How a worker's point lookups hide the time the CPU waits for memory
-/// (an option of the store; see [`LookupTuner`]).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum LookupMode {
-    /// Each worker times the ways below on its own lookups now and then
-    /// and keeps the quickest.
-    #[default]
-    Auto,
-    /// Each lookup descends on its own, yielding to other tasks before the
-    /// levels that are too large for the CPU's cache
-    /// ([`lookup_interleaved`]; the worker times two thresholds for
-    /// "too large" and keeps the quicker).
-    Yielding,
-    /// Lookups wait in a queue of their worker, which runs them together
-    /// with their memory accesses interleaved ([`lookup_batch`]) once it
-    /// has polled its ready tasks.
-    Batched,
-}
-
-impl LookupMode {
-    /// The name used on the command line and in reports.
-    pub fn name(self) -> &'static str {
-        match self {
-            LookupMode::Auto => "auto",
-            LookupMode::Yielding => "yielding",
-            LookupMode::Batched => "batched",
-        }
-    }
-}
-
-impl std::str::FromStr for LookupMode {
-    type Err = String;
-
-    fn from_str(s: &str) -> std::result::Result<LookupMode, String> {
-        match s {
-            "auto" => Ok(LookupMode::Auto),
-            "yielding" => Ok(LookupMode::Yielding),
-            "batched" => Ok(LookupMode::Batched),
-            other => Err(format!(
-                "lookup mode must be \"auto\", \"yielding\" or \"batched\", got {other:?}"
-            )),
-        }
-    }
-}
-
-/// How one lookup runs ([`lookup_plan`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LookupPlan {
-    /// [`lookup_interleaved`] with this threshold.
-    Interleave {
-        /// Levels of more nodes than this take a yield.
-        threshold_pages: usize,
-    },
-    /// Through the worker's batch ([`lookup_batch`]).
-    Batch,
-}
-
-/// Nodes a level has at most when [`LookupTuner`] takes it for the root's
+/// Nodes a level has at most when [`YieldTuner`] takes it for the root's
 /// children (an inner node has fewer children than this).
 const ROOT_CHILDREN_MAX: usize = 1024;
 
-/// Lookups per epoch of [`LookupTuner`].
-pub const TUNER_EPOCH_LOOKUPS: u32 = 1024;
-/// Epochs a cycle of [`LookupTuner`] times each of its plans, in turns.
-pub const TUNER_PROBE_EPOCHS_PER_PLAN: u32 = 6;
-/// Epochs of a whole cycle: the probe, then the quickest plan.
-pub const TUNER_CYCLE_EPOCHS: u32 = 128;
+/// Lookups per epoch of [`YieldTuner`].
+pub const YIELD_EPOCH_LOOKUPS: u32 = 1024;
+/// Epochs a cycle of [`YieldTuner`] spends timing the two thresholds, in
+/// turns (half each).
+pub const YIELD_PROBE_EPOCHS: u32 = 16;
+/// Epochs of a whole cycle: the probe, then the quicker threshold.
+pub const YIELD_CYCLE_EPOCHS: u32 = 128;
 
 thread_local! {
-    static LOOKUP_TUNER: std::cell::RefCell<LookupTuner> =
-        std::cell::RefCell::new(LookupTuner::new(last_level_cache_bytes(), LookupMode::Auto));
+    static YIELD_TUNER: std::cell::RefCell<YieldTuner> =
+        std::cell::RefCell::new(YieldTuner::new(last_level_cache_bytes()));
 }
 
-/// Sets how this thread's lookups run (a worker thread, at its start).
-pub fn set_lookup_mode(mode: LookupMode) {
-    LOOKUP_TUNER.with(|t| *t.borrow_mut() = LookupTuner::new(last_level_cache_bytes(), mode));
-}
-
-/// Counts a point lookup of this thread and returns how it should run.
-#[inline]
-pub fn lookup_plan() -> LookupPlan {
-    LOOKUP_TUNER.with(|t| {
-        let mut t = t.borrow_mut();
-        t.lookup_started(Instant::now);
-        t.plan()
-    })
-}
-
-/// Chooses, per worker thread, how point lookups run ([`LookupPlan`]): in
-/// the worker's batch, or each on its own, yielding into every level but
-/// the root's children, or only into levels of more than twice the
-/// last-level cache's size in pages (which [`LookupMode`] allows). The
-/// thread's lookups are counted in epochs of [`TUNER_EPOCH_LOOKUPS`]; each
-/// cycle of [`TUNER_CYCLE_EPOCHS`] epochs starts with
-/// [`TUNER_PROBE_EPOCHS_PER_PLAN`] epochs per plan that take the plans in
-/// turns and time each epoch (from its first lookup to the next epoch's),
-/// then keeps the one whose epochs took least on average for the rest of
-/// the cycle. An epoch's time includes whatever else the worker ran
-/// meanwhile, which the turns share alike. The clock is read once per
-/// epoch. Which plan wins depends on the tree's size against the CPU's
-/// caches, on how skewed the keys are, on how many tasks look up at once,
-/// and on how much of the cache other work (or, in a virtual machine,
-/// other tenants) leaves.
+/// Chooses, per worker thread, which levels an interleaved lookup yields
+/// into: every level but the root's children, or only levels of more than
+/// twice the last-level cache's size in pages. The thread's lookups are
+/// counted in epochs of [`YIELD_EPOCH_LOOKUPS`]; each cycle of
+/// [`YIELD_CYCLE_EPOCHS`] epochs starts with [`YIELD_PROBE_EPOCHS`] that
+/// take the two thresholds in turns and time each epoch (from its first
+/// lookup to the next epoch's), then keeps the one whose epochs took less
+/// on average for the rest of the cycle. An epoch's time includes whatever else
+/// the worker ran meanwhile, which the turns share alike. The clock is read
+/// once per epoch.
 #[derive(Debug)]
-pub struct LookupTuner {
-    /// The plans it chooses among (the first `plan_count`).
-    plans: [LookupPlan; 3],
-    plan_count: usize,
-    /// Which plan the last probe found quickest.
+pub struct YieldTuner {
+    /// Thresholds in pages: [every level but the root's children, twice
+    /// the cache].
+    thresholds: [usize; 2],
+    /// Which threshold the last probe found quicker.
     chosen: usize,
     lookups_left: u32,
     epoch: u32,
     epoch_started: Option<Instant>,
-    /// Time and timed epochs of each plan in this cycle's probe.
-    probe_ns: [u64; 3],
-    probe_epochs: [u64; 3],
+    /// Time and timed epochs of each threshold in this cycle's probe.
+    probe_ns: [u64; 2],
+    probe_epochs: [u64; 2],
 }
 
-impl LookupTuner {
-    /// A tuner for a last-level cache of `cache_bytes`, choosing among the
-    /// plans `mode` allows; it starts with a probe.
-    pub fn new(cache_bytes: usize, mode: LookupMode) -> LookupTuner {
+impl YieldTuner {
+    /// A tuner for a last-level cache of `cache_bytes`; it starts with a
+    /// probe.
+    pub fn new(cache_bytes: usize) -> YieldTuner {
         let cache_pages = cache_bytes / crate::io::PAGE_SIZE;
-        let low = LookupPlan::Interleave {
-            threshold_pages: ROOT_CHILDREN_MAX,
-        };
-        let high = LookupPlan::Interleave {
-            threshold_pages: cache_pages.saturating_mul(2).max(ROOT_CHILDREN_MAX),
-        };
-        let (plans, plan_count) = match mode {
-            LookupMode::Auto => ([low, high, LookupPlan::Batch], 3),
-            LookupMode::Yielding => ([low, high, high], 2),
-            LookupMode::Batched => ([LookupPlan::Batch; 3], 1),
-        };
-        LookupTuner {
-            plans,
-            plan_count,
+        YieldTuner {
+            thresholds: [
+                ROOT_CHILDREN_MAX,
+                cache_pages.saturating_mul(2).max(ROOT_CHILDREN_MAX),
+            ],
             chosen: 0,
-            lookups_left: TUNER_EPOCH_LOOKUPS,
+            lookups_left: YIELD_EPOCH_LOOKUPS,
             epoch: 0,
             epoch_started: None,
-            probe_ns: [0; 3],
-            probe_epochs: [0; 3],
+            probe_ns: [0; 2],
+            probe_epochs: [0; 2],
         }
     }
 
-    /// The plan the current epoch takes.
-    pub fn plan(&self) -> LookupPlan {
-        self.plans[self.current()]
+    /// The threshold the current epoch takes, in pages.
+    pub fn threshold_pages(&self) -> usize {
+        self.thresholds[self.current()]
     }
 
-    fn probe_epochs(&self) -> u32 {
-        TUNER_PROBE_EPOCHS_PER_PLAN * self.plan_count as u32
-    }
-
-    /// Which plan the current epoch takes: the plans in turns during the
-    /// probe, then the chosen one.
+    /// Which threshold the current epoch takes: the two in turns during
+    /// the probe, then the chosen one.
     fn current(&self) -> usize {
-        if self.epoch < self.probe_epochs() {
-            (self.epoch % self.plan_count as u32) as usize
+        if self.epoch < YIELD_PROBE_EPOCHS {
+            (self.epoch % 2) as usize
         } else {
             self.chosen
         }
@@ -490,9 +264,9 @@ impl LookupTuner {
 
     #[inline(never)]
     fn next_epoch(&mut self, now: Instant) {
-        self.lookups_left = TUNER_EPOCH_LOOKUPS;
+        self.lookups_left = YIELD_EPOCH_LOOKUPS;
         if let Some(started) = self.epoch_started {
-            if self.epoch < self.probe_epochs() {
+            if self.epoch < YIELD_PROBE_EPOCHS {
                 let ns = now.saturating_duration_since(started).as_nanos() as u64;
                 let current = self.current();
                 self.probe_ns[current] = self.probe_ns[current].saturating_add(ns);
@@ -500,19 +274,18 @@ impl LookupTuner {
             }
         }
         self.epoch_started = Some(now);
-        self.epoch = (self.epoch + 1) % TUNER_CYCLE_EPOCHS;
-        if self.epoch == self.probe_epochs() {
-            // The least mean time per epoch (the very first epoch is not
-            // timed); a tie keeps the earlier plan.
-            let mean_less = |a: usize, b: usize| {
-                u128::from(self.probe_ns[a]) * u128::from(self.probe_epochs[b].max(1))
-                    < u128::from(self.probe_ns[b]) * u128::from(self.probe_epochs[a].max(1))
-            };
-            self.chosen = (1..self.plan_count).fold(0, |best, p| if mean_less(p, best) { p } else { best });
+        self.epoch = (self.epoch + 1) % YIELD_CYCLE_EPOCHS;
+        if self.epoch == YIELD_PROBE_EPOCHS {
+            // Mean time per epoch (the very first epoch is not timed).
+            let [ns, epochs] = [self.probe_ns, self.probe_epochs];
+            self.chosen = usize::from(
+                u128::from(ns[1]) * u128::from(epochs[0].max(1))
+                    < u128::from(ns[0]) * u128::from(epochs[1].max(1)),
+            );
         }
         if self.epoch == 0 {
-            self.probe_ns = [0; 3];
-            self.probe_epochs = [0; 3];
+            self.probe_ns = [0; 2];
+            self.probe_epochs = [0; 2];
         }
     }
 }
@@ -1451,20 +1224,20 @@ mod tests {
         assert!(last_level_cache_bytes() >= 512);
     }
 
-    /// Runs `epochs` epochs of `tuner`, each taking `ns_of(plan)`
-    /// nanoseconds; returns the plan of each epoch.
+    /// Runs `epochs` epochs of `tuner`, each taking `ns_of(threshold)`
+    /// nanoseconds; returns the threshold of each epoch.
     fn run_epochs(
-        tuner: &mut LookupTuner,
+        tuner: &mut YieldTuner,
         clock: &mut Instant,
         epochs: u32,
-        ns_of: impl Fn(LookupPlan) -> u64,
-    ) -> Vec<LookupPlan> {
+        ns_of: impl Fn(usize) -> u64,
+    ) -> Vec<usize> {
         let mut taken = Vec::new();
         for _ in 0..epochs {
-            let plan = tuner.plan();
-            taken.push(plan);
-            *clock += std::time::Duration::from_nanos(ns_of(plan));
-            for _ in 0..TUNER_EPOCH_LOOKUPS {
+            let threshold = tuner.threshold_pages();
+            taken.push(threshold);
+            *clock += std::time::Duration::from_nanos(ns_of(threshold));
+            for _ in 0..YIELD_EPOCH_LOOKUPS {
                 tuner.lookup_started(|| *clock);
             }
         }
@@ -1472,67 +1245,35 @@ mod tests {
     }
 
     #[test]
-    fn the_tuner_keeps_the_quickest_plan_and_probes_again_each_cycle() {
+    fn the_tuner_keeps_the_quicker_threshold_and_probes_again_each_cycle() {
         let cache = 32 << 20;
-        let low = LookupPlan::Interleave {
-            threshold_pages: ROOT_CHILDREN_MAX,
-        };
-        let high = LookupPlan::Interleave {
-            threshold_pages: 2 * cache / crate::io::PAGE_SIZE,
-        };
-        let batch = LookupPlan::Batch;
-        let mut tuner = LookupTuner::new(cache, LookupMode::Auto);
+        let (low, high) = (ROOT_CHILDREN_MAX, 2 * cache / crate::io::PAGE_SIZE);
+        let mut tuner = YieldTuner::new(cache);
         let mut clock = Instant::now();
-        let probe = 3 * TUNER_PROBE_EPOCHS_PER_PLAN as usize;
         // The first epoch only starts the clock; then the probe takes
-        // turns, and the cycle keeps the quickest (here the high one).
-        let quick_high = |p| if p == high { 860_000 } else { 900_000 };
-        let taken = run_epochs(&mut tuner, &mut clock, TUNER_CYCLE_EPOCHS, quick_high);
-        for (epoch, &p) in taken.iter().enumerate().take(probe) {
-            assert_eq!(p, [low, high, batch][epoch % 3], "epoch {epoch}");
+        // turns, and the cycle keeps the quicker (here the high one).
+        let quick_high = |t: usize| if t == high { 860_000 } else { 900_000 };
+        let taken = run_epochs(&mut tuner, &mut clock, YIELD_CYCLE_EPOCHS, quick_high);
+        for (epoch, &t) in taken.iter().enumerate().take(YIELD_PROBE_EPOCHS as usize) {
+            assert_eq!(t, if epoch % 2 == 0 { low } else { high }, "epoch {epoch}");
         }
-        assert!(taken[probe..].iter().all(|&p| p == high));
+        assert!(taken[YIELD_PROBE_EPOCHS as usize..]
+            .iter()
+            .all(|&t| t == high));
         // The next cycle probes again and follows a change (5% is enough).
-        let quick_batch = |p| if p == batch { 855_000 } else { 900_000 };
-        let taken = run_epochs(&mut tuner, &mut clock, TUNER_CYCLE_EPOCHS, quick_batch);
-        assert_eq!(taken[..3], [low, high, batch]);
-        assert!(taken[probe..].iter().all(|&p| p == batch));
-        let quick_low = |p| if p == low { 855_000 } else { 900_000 };
-        let taken = run_epochs(&mut tuner, &mut clock, TUNER_CYCLE_EPOCHS, quick_low);
-        assert!(taken[probe..].iter().all(|&p| p == low));
-    }
-
-    #[test]
-    fn a_mode_limits_the_plans_the_tuner_takes() {
-        let cache = 32 << 20;
-        let mut clock = Instant::now();
-        let mut tuner = LookupTuner::new(cache, LookupMode::Batched);
-        let taken = run_epochs(&mut tuner, &mut clock, 2 * TUNER_CYCLE_EPOCHS, |_| 1000);
-        assert!(taken.iter().all(|&p| p == LookupPlan::Batch));
-        let mut tuner = LookupTuner::new(cache, LookupMode::Yielding);
-        // Batches would be quickest, but the mode does not allow them.
-        let taken = run_epochs(&mut tuner, &mut clock, TUNER_CYCLE_EPOCHS, |p| {
-            if p == LookupPlan::Batch {
-                1
-            } else {
-                1000
-            }
-        });
-        assert!(taken.iter().all(|&p| p != LookupPlan::Batch));
-        assert!(taken.contains(&LookupPlan::Interleave {
-            threshold_pages: ROOT_CHILDREN_MAX
-        }));
+        let quick_low = |t: usize| if t == low { 855_000 } else { 900_000 };
+        let taken = run_epochs(&mut tuner, &mut clock, YIELD_CYCLE_EPOCHS, quick_low);
+        assert_eq!(taken[0], low);
+        assert_eq!(taken[1], high);
+        assert!(taken[YIELD_PROBE_EPOCHS as usize..]
+            .iter()
+            .all(|&t| t == low));
     }
 
     #[test]
     fn only_levels_past_the_threshold_are_worth_a_yield() {
-        let tuner = LookupTuner::new(32 << 20, LookupMode::Yielding);
-        let [LookupPlan::Interleave { threshold_pages: low }, LookupPlan::Interleave {
-            threshold_pages: high,
-        }, _] = tuner.plans
-        else {
-            panic!("yielding plans: {:?}", tuner.plans);
-        };
+        let tuner = YieldTuner::new(32 << 20);
+        let [low, high] = tuner.thresholds;
         assert_eq!(high, 2 * (32 << 20) / crate::io::PAGE_SIZE);
         // The root's children of any tree (an inner node has fewer than
         // 1,024 children) never take a yield.
@@ -1542,8 +1283,6 @@ mod tests {
         // Leaves of a 10M-record tree (about 400k of them).
         assert!(level_worth_a_yield(400_000, high));
         // A tiny cache still leaves the root's children alone.
-        let tiny = LookupTuner::new(4096, LookupMode::Yielding);
-        assert_eq!(tiny.plans[0], tiny.plans[1]);
-        assert_eq!(tiny.plans[0], LookupPlan::Interleave { threshold_pages: low });
+        assert_eq!(YieldTuner::new(4096).thresholds, [low, low]);
     }
 }

@@ -705,25 +705,6 @@ impl BufferManager {
         })
     }
 
-    /// Asks the CPU to fetch the page table entry of `pid` (what
-    /// [`BufferManager::fix_optimistic`] reads first), without waiting for
-    /// it. Any `pid` is accepted: one beyond the table is ignored.
-    #[inline]
-    pub fn prefetch_entry(&self, pid: PageId) {
-        if let Some(entry) = self.pages.try_get(pid as usize) {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: prefetching is a hint; the address is that of an
-            // element of the table, and it is not dereferenced here.
-            unsafe {
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    std::ptr::from_ref(entry).cast::<i8>(),
-                );
-            }
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = entry;
-        }
-    }
-
     /// Shared latch.
     pub fn fix_shared(&self, pid: PageId) -> std::result::Result<GuardS<'_>, OpError> {
         self.check_pid(pid)?;

@@ -20,7 +20,6 @@ mod batch;
 mod bulk;
 mod checkpoint;
 mod compact;
-mod lookups;
 mod meta;
 mod open;
 mod reply;
@@ -57,7 +56,6 @@ use std::thread::JoinHandle;
 use worker::{run_logged_op, run_op, Job, TaskReads, WorkerShared};
 
 pub use crate::btree::tree::Direction as ScanDirection;
-pub use crate::btree::tree::LookupMode;
 
 /// How to open a store. `Options::default()` suits most uses.
 #[derive(Clone, Debug)]
@@ -127,10 +125,6 @@ pub struct Options {
     pub temp_region_bytes: Option<u64>,
     /// Called during recovery with (log bytes read, log bytes in all logs).
     pub recovery_progress: Option<RecoveryProgress>,
-    /// How point lookups from tasks hide the time the CPU waits for
-    /// memory (default [`LookupMode::Auto`]: each worker times the ways
-    /// now and then and keeps the quickest).
-    pub lookup_mode: LookupMode,
 }
 
 /// A callback for recovery progress: (bytes read, total bytes).
@@ -178,7 +172,6 @@ impl Default for Options {
             force_create: false,
             temp_region_bytes: None,
             recovery_progress: None,
-            lookup_mode: LookupMode::Auto,
         }
     }
 }
@@ -1455,13 +1448,7 @@ impl TaskCtx {
             }
             return run_op(&self.reads, |_| hash::lookup(bm, tree.root, key, value)).await;
         }
-        let stopped = match tree::lookup_plan() {
-            tree::LookupPlan::Batch => lookups::batched(tree.root, key, value).await,
-            tree::LookupPlan::Interleave { threshold_pages } => {
-                tree::lookup_interleaved(bm, tree.root, key, value, threshold_pages).await
-            }
-        };
-        match stopped {
+        match tree::lookup_interleaved(bm, tree.root, key, value).await {
             Ok(found) => return Ok(found),
             Err(tree::LookupStop::Miss { child, parent }) => {
                 // Load it now, then go on from there; on any conflict the
@@ -2164,7 +2151,6 @@ fn start_workers(
             io_config: io_config.clone(),
             log: logs.next().flatten(),
             log_writes: options.log_writes,
-            lookup_mode: options.lookup_mode,
             checkpoints: checkpoint::CheckpointDriver::new(w, options.checkpoint_log_bytes),
             shutdown: inner.shutdown.clone(),
             started: tx,

@@ -2,8 +2,7 @@
 //! and I/O channel. The loop (Haas & Leis (VLDB 2023) §3.3, figure 9):
 //!
 //! 1. take new jobs from the inbox (they spawn tasks);
-//! 2. run every ready task once, then the point lookups they queued, in
-//!    one batch (`lookups`);
+//! 2. run every ready task once;
 //! 3. submit the I/O the tasks queued, in one batch;
 //! 4. evict if free frames are below the target (dirty pages are written
 //!    asynchronously), and submit those writes;
@@ -379,8 +378,6 @@ pub(crate) struct WorkerStart {
     pub log: Option<crate::wal::writer::LogWriter>,
     /// How it writes its log.
     pub log_writes: crate::wal::LogWrites,
-    /// How its tasks' point lookups run.
-    pub lookup_mode: crate::btree::tree::LookupMode,
     pub checkpoints: super::checkpoint::CheckpointDriver,
     pub shutdown: Arc<AtomicBool>,
     /// Where start-up is reported: the I/O notes, or the error.
@@ -398,7 +395,6 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         io_config,
         log,
         log_writes,
-        lookup_mode,
         mut checkpoints,
         shutdown,
         started,
@@ -416,7 +412,6 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
             return Ok(0);
         }
     }
-    crate::btree::tree::set_lookup_mode(lookup_mode);
     let _ = started.send(Ok(wb.io_notes().to_vec()));
     let wb_ptr = Box::into_raw(Box::new(wb));
     LOCAL.with(|l| l.set(wb_ptr));
@@ -434,7 +429,6 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         exec.run_ready();
         // SAFETY: no task is running; the loop is the only user now.
         let wb = unsafe { &mut *wb_ptr };
-        super::lookups::run_batch(wb.manager(), &mut |task| exec.wake(task));
         if wb.log().is_some() {
             wb.set_log_overlap_hint(
                 exec.ready_count() > 0
