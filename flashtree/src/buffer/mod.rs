@@ -889,13 +889,15 @@ impl<'a> GuardO<'a> {
     }
 
     /// Asks the CPU to fetch the page's first 1 KiB (header and the start of
-    /// the slot array) into cache, without waiting for it.
+    /// the slot array) and its last cache line (a node's fences, whose
+    /// lower one holds the prefix a search compares first) into cache,
+    /// without waiting for them.
     #[inline]
     pub fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
-        for line in 0..16 {
+        for line in (0..16).chain([PAGE_SIZE / 64 - 1]) {
             // SAFETY: prefetching is a hint; the address lies inside the
-            // frame (16 × 64 bytes < 4096) and is never dereferenced here.
+            // frame (line < 4096 / 64) and is never dereferenced here.
             unsafe {
                 let ptr = self.bm.frame_ptr(self.frame).add(line * 64);
                 std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
