@@ -1210,3 +1210,59 @@ fn commits_wait_for_log_room_and_all_land() {
         }
     }
 }
+
+/// A batch whose one step needs more new pages at once than eviction keeps
+/// free (each of its entries splits a different full leaf) with a full
+/// tiny pool: the step runs out of frames, rolls back and retries, and
+/// eviction must free more frames each time. (It refilled the free list to
+/// the same 4 frames every time, and the batch spun forever: crash
+/// simulator seed 742805.)
+#[test]
+fn a_batch_that_splits_many_leaves_in_a_full_tiny_pool_completes() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), tiny(1, 48)).unwrap());
+    let tree = db.tree("t").unwrap();
+    let key = |id: u32| (id * 10).to_be_bytes().to_vec();
+    let value = |id: u32| vec![(id % 251) as u8; 1000];
+    // About 4 rows per leaf: 400 rows are 100 full leaves, twice the pool.
+    for id in 0..400 {
+        db.put(tree, &key(id), &value(id)).unwrap();
+    }
+    let (done, finished) = std::sync::mpsc::channel();
+    let writer = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for round in 0..3u32 {
+                let mut batch = flashtree::db::WriteBatch::new();
+                // 12 entries (the most a 48-frame pool allows in a batch),
+                // 33 rows apart: each lands in a different full leaf.
+                for i in 0..12u32 {
+                    let id = i * 33 + round;
+                    batch
+                        .put(tree, &(id * 10 + 5).to_be_bytes(), &[7u8; 1000])
+                        .unwrap();
+                }
+                db.write(&batch, flashtree::db::WriteOptions::default())
+                    .unwrap();
+            }
+            done.send(()).unwrap();
+        })
+    };
+    finished
+        .recv_timeout(std::time::Duration::from_secs(120))
+        .expect("the batches did not finish in 120 s: a livelock");
+    writer.join().unwrap();
+    for id in 0..400 {
+        assert_eq!(db.get(tree, &key(id)).unwrap(), Some(value(id)), "row {id}");
+    }
+    for round in 0..3u32 {
+        for i in 0..12u32 {
+            let id = i * 33 + round;
+            assert_eq!(
+                db.get(tree, &(id * 10 + 5).to_be_bytes()).unwrap(),
+                Some(vec![7u8; 1000]),
+                "batch row {id}"
+            );
+        }
+    }
+}

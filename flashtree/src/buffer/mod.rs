@@ -1179,6 +1179,12 @@ pub struct WorkerBuffer {
     free_frames: Vec<u32>,
     clock_hand: u32,
     free_target: usize,
+    /// Frames wanted beyond `free_target`: one more for each `NoFrame`
+    /// of `alloc_page` since the free list last sufficed, one less for
+    /// each eviction run without one (see [`WorkerBuffer::evict`]).
+    frames_short: usize,
+    /// `alloc_page` returned `NoFrame` since the last eviction run.
+    short_since_evict: bool,
     /// The task waiting for the read into each of this worker's frames.
     read_waiters: Vec<Option<TaskId>>,
     /// Per task id: reads it started that have not completed.
@@ -1270,6 +1276,8 @@ impl WorkerBuffer {
             free_frames: (first_frame..end_frame).rev().collect(),
             clock_hand: first_frame,
             free_target,
+            frames_short: 0,
+            short_since_evict: false,
             read_waiters: vec![None; frames],
             task_reads_in_flight: Vec::new(),
             dirty_spared: vec![0; frames],
@@ -1820,6 +1828,14 @@ impl WorkerBuffer {
             "alloc_page with a foreign buffer manager"
         );
         let Some(&frame) = self.free_frames.last() else {
+            // Eviction keeps one more frame free from now on: an
+            // operation that needs more new pages at once than the free
+            // target (a batch whose step splits several leaves) rolls back
+            // and retries, and without this it would find the free list
+            // refilled to the same too-small target every time.
+            let most = (self.end_frame - self.first_frame) as usize / 2;
+            self.frames_short = (self.frames_short + 1).min(most);
+            self.short_since_evict = true;
             return Err(Restart::NoFrame.into());
         };
         let pid = match reserved {
@@ -1863,9 +1879,15 @@ impl WorkerBuffer {
         self.channel.submit()
     }
 
+    /// Frames eviction keeps free (or being written) now: the free target,
+    /// and as many more as recent operations were short of.
+    fn free_target_now(&self) -> usize {
+        self.free_target + self.frames_short
+    }
+
     /// Whether eviction should run now.
     pub fn needs_eviction(&self) -> bool {
-        self.free_frames.len() + self.writes_in_flight < self.free_target
+        self.free_frames.len() + self.writes_in_flight < self.free_target_now()
     }
 
     /// One clock batch over this worker's frames, if below the free target.
@@ -1873,10 +1895,17 @@ impl WorkerBuffer {
         if !self.needs_eviction() {
             return;
         }
+        // The extra frames decay, one per run that saw no shortage.
+        if !std::mem::replace(&mut self.short_since_evict, false) {
+            self.frames_short = self.frames_short.saturating_sub(1);
+        }
         let frames = (self.end_frame - self.first_frame) as usize;
-        let mut wanted = self.free_target + self.free_target / 2 + 1
-            - self.free_frames.len()
-            - self.writes_in_flight;
+        let target = self.free_target_now();
+        let Some(mut wanted) =
+            (target + target / 2 + 1).checked_sub(self.free_frames.len() + self.writes_in_flight)
+        else {
+            return;
+        };
         let mut scanned = 0;
         self.durable_below = self.bm.wal.durable_below();
         // Two sweeps honour the second chance; if they free nothing (every
