@@ -1213,17 +1213,13 @@ fn commits_wait_for_log_room_and_all_land() {
 
 /// A batch whose one step needs more new pages at once than eviction keeps
 /// free (each of its entries splits a different full leaf) with a full
-/// tiny pool: the step runs out of frames, rolls back and retries, and
-/// eviction must free more frames each time. (It refilled the free list to
-/// the same 4 frames every time, and the batch spun forever: crash
-/// simulator seed 742805.)
-///
-/// Ignored in the default run: the growing free target makes the hang rare
-/// but does not end it (about 1 run in 12 with six copies side by side in a
-/// debug build still hit the watchdog). Run it with `cargo test -p flashtree
-/// --test db_concurrent -- --ignored a_batch_that`.
+/// tiny pool: the step runs out of frames, rolls back, and waits until its
+/// worker has the frames it needs. (Before, it retried at once and found
+/// the free list refilled to the same 4 frames every time, and the batch
+/// spun forever: crash simulator seed 742805; a free target that grew with
+/// each shortage made the hang rarer but not impossible, since the larger
+/// target evicted the step's own leaves.)
 #[test]
-#[ignore = "a rarer livelock remains: a step that rolls back on NoFrame can lose its leaves to the eviction that frees its frames"]
 fn a_batch_that_splits_many_leaves_in_a_full_tiny_pool_completes() {
     let dir = tempfile::tempdir().unwrap();
     let db = Arc::new(Db::open(dir.path(), tiny(1, 48)).unwrap());
@@ -1258,6 +1254,10 @@ fn a_batch_that_splits_many_leaves_in_a_full_tiny_pool_completes() {
         .recv_timeout(std::time::Duration::from_secs(120))
         .expect("the batches did not finish in 120 s: a livelock");
     writer.join().unwrap();
+    assert!(
+        db.stats().frame_waits > 0,
+        "no batch step ran out of frames: the test no longer tests the wait"
+    );
     for id in 0..400 {
         assert_eq!(db.get(tree, &key(id)).unwrap(), Some(value(id)), "row {id}");
     }

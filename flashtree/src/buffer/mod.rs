@@ -1118,6 +1118,9 @@ pub struct WorkerIoStats {
     pub wal_deferred_writes: u64,
     /// Times a task parked because the log had no room for its group.
     pub log_room_waits: u64,
+    /// Times a task parked until the worker had the free frames its step
+    /// needs at once (a batch that splits several leaves).
+    pub frame_waits: u64,
     /// Full leaves that moved entries to a neighbour instead of splitting
     /// (a batch step that rolled back afterwards counts too).
     pub leaf_rebalances: u64,
@@ -1179,12 +1182,10 @@ pub struct WorkerBuffer {
     free_frames: Vec<u32>,
     clock_hand: u32,
     free_target: usize,
-    /// Frames wanted beyond `free_target`: one more for each `NoFrame`
-    /// of `alloc_page` since the free list last sufficed, one less for
-    /// each eviction run without one (see [`WorkerBuffer::evict`]).
-    frames_short: usize,
-    /// `alloc_page` returned `NoFrame` since the last eviction run.
-    short_since_evict: bool,
+    /// Tasks parked until this worker has the given number of free frames
+    /// (a batch step that allocates several pages at once): eviction keeps
+    /// that many free while they wait.
+    frame_waiters: Vec<(usize, TaskId)>,
     /// The task waiting for the read into each of this worker's frames.
     read_waiters: Vec<Option<TaskId>>,
     /// Per task id: reads it started that have not completed.
@@ -1276,8 +1277,7 @@ impl WorkerBuffer {
             free_frames: (first_frame..end_frame).rev().collect(),
             clock_hand: first_frame,
             free_target,
-            frames_short: 0,
-            short_since_evict: false,
+            frame_waiters: Vec::new(),
             read_waiters: vec![None; frames],
             task_reads_in_flight: Vec::new(),
             dirty_spared: vec![0; frames],
@@ -1828,14 +1828,9 @@ impl WorkerBuffer {
             "alloc_page with a foreign buffer manager"
         );
         let Some(&frame) = self.free_frames.last() else {
-            // Eviction keeps one more frame free from now on: an
-            // operation that needs more new pages at once than the free
-            // target (a batch whose step splits several leaves) rolls back
-            // and retries, and without this it would find the free list
-            // refilled to the same too-small target every time.
-            let most = (self.end_frame - self.first_frame) as usize / 2;
-            self.frames_short = (self.frames_short + 1).min(most);
-            self.short_since_evict = true;
+            // An operation that needs more new pages at once than eviction
+            // keeps free (a batch whose step splits several leaves) waits
+            // for them: see [`WorkerBuffer::wait_free_frames`].
             return Err(Restart::NoFrame.into());
         };
         let pid = match reserved {
@@ -1880,9 +1875,80 @@ impl WorkerBuffer {
     }
 
     /// Frames eviction keeps free (or being written) now: the free target,
-    /// and as many more as recent operations were short of.
+    /// or more while a task waits for more ([`WorkerBuffer::wait_free_frames`]).
     fn free_target_now(&self) -> usize {
-        self.free_target + self.frames_short
+        self.free_target.max(self.frames_waited_for())
+    }
+
+    /// The most free frames a parked task waits for (0: none waits).
+    fn frames_waited_for(&self) -> usize {
+        self.frame_waiters
+            .iter()
+            .map(|&(frames, _)| frames)
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// This worker's frames.
+    pub fn frame_count(&self) -> usize {
+        (self.end_frame - self.first_frame) as usize
+    }
+
+    /// This worker's free frames now.
+    pub fn free_frame_count(&self) -> usize {
+        self.free_frames.len()
+    }
+
+    /// Registers `task` to be woken once this worker has `frames` free
+    /// frames (or the store failed). Eviction keeps that many free while
+    /// it waits, so a step that needs several new pages at once finds
+    /// them all when it runs again. The caller bounds `frames` well below
+    /// [`WorkerBuffer::frame_count`].
+    pub fn wait_free_frames(&mut self, frames: usize, task: TaskId) {
+        debug_assert!(
+            frames <= self.frame_count() / 2,
+            "waits for {frames} frames"
+        );
+        self.frame_waiters.push((frames, task));
+        self.stats.frame_waits += 1;
+    }
+
+    /// Tasks waiting for free frames.
+    pub fn frame_waiter_count(&self) -> usize {
+        self.frame_waiters.len()
+    }
+
+    /// Wakes the tasks waiting for free frames that are there now (all of
+    /// them when the store failed: they find out).
+    pub fn wake_frame_waiters(&mut self, wake: &mut dyn FnMut(TaskId)) {
+        if self.frame_waiters.is_empty() {
+            return;
+        }
+        let failed = self.bm.wal.has_failed();
+        let free = self.free_frames.len();
+        self.frame_waiters.retain(|&(frames, task)| {
+            let ready = failed || free >= frames;
+            if ready {
+                wake(task);
+            }
+            !ready
+        });
+    }
+
+    /// Frees `guard`'s page, which this worker allocated in a step that
+    /// is being rolled back, and gives its frame back to the free list at
+    /// once (not at the clock's next pass over it), so that the step's
+    /// retry finds as many free frames as it had.
+    pub fn free_new_page(&mut self, guard: GuardX<'_>) {
+        let frame = guard.frame;
+        assert!(
+            std::ptr::eq(guard.bm, &*self.bm)
+                && (self.first_frame..self.end_frame).contains(&frame),
+            "free_new_page of a frame another worker owns"
+        );
+        guard.free();
+        self.bm.frame_pid[frame as usize].store(NO_PAGE, Ordering::Release);
+        self.free_frames.push(frame);
     }
 
     /// Whether eviction should run now.
@@ -1895,14 +1961,11 @@ impl WorkerBuffer {
         if !self.needs_eviction() {
             return;
         }
-        // The extra frames decay, one per run that saw no shortage.
-        if !std::mem::replace(&mut self.short_since_evict, false) {
-            self.frames_short = self.frames_short.saturating_sub(1);
-        }
         let frames = (self.end_frame - self.first_frame) as usize;
-        let target = self.free_target_now();
-        let Some(mut wanted) =
-            (target + target / 2 + 1).checked_sub(self.free_frames.len() + self.writes_in_flight)
+        // Half the target again, so that eviction runs in batches; and
+        // what a waiting task needs, exactly.
+        let goal = (self.free_target + self.free_target / 2 + 1).max(self.frames_waited_for());
+        let Some(mut wanted) = goal.checked_sub(self.free_frames.len() + self.writes_in_flight)
         else {
             return;
         };

@@ -170,6 +170,10 @@ pub(crate) enum BatchStop {
     /// tree for it (`hash::grow`, a logged step of its own) and run the
     /// step again.
     HashFull { entry: usize },
+    /// The step ran out of free frames for the pages its splits allocate:
+    /// wait until the worker has `frames` free (`worker::wait_free_frames`)
+    /// and run it again.
+    NoFrames { frames: usize },
     /// A real error.
     Fatal(Error),
 }
@@ -413,7 +417,7 @@ pub(crate) fn apply_step(
             // A hash tree: the bucket from the directory; a full one stops
             // the step (the tree grows as a step of its own).
             let bucket = bucket_in_step(&bm, &held, tree_root, key);
-            let index = hold_found(&mut held, tree_root, bucket)?;
+            let index = hold_found(wb, &mut held, tree_root, bucket)?;
             // A B+-tree entry after this one descends afresh.
             last_leaf = None;
             let leaf = &mut held[index];
@@ -422,11 +426,11 @@ pub(crate) fn apply_step(
                     let n = Node::from_page(leaf.guard.page());
                     let slot = n.lower_bound(key);
                     if !n.fits(slot, key.len(), value.len()) {
-                        roll_back(&mut held);
+                        roll_back(wb, &mut held);
                         return Err(BatchStop::HashFull { entry: i });
                     }
                     if let Err(stop) = insert_saved(leaf, slot, key, value) {
-                        roll_back(&mut held);
+                        roll_back(wb, &mut held);
                         return Err(stop);
                     }
                 }
@@ -474,7 +478,7 @@ pub(crate) fn apply_step(
                     },
                     None => leaf_in_step(&bm, &held, tree_root, key),
                 };
-                hold_found(&mut held, tree_root, leaf)?
+                hold_found(wb, &mut held, tree_root, leaf)?
             }
         };
         last_leaf = Some(index);
@@ -487,7 +491,7 @@ pub(crate) fn apply_step(
                     // need not fit the leaves as they were before it.
                     splits_for_entry += 1;
                     if splits_for_entry > 8 {
-                        roll_back(&mut held);
+                        roll_back(wb, &mut held);
                         return Err(BatchStop::Fatal(Error::Corrupt(format!(
                             "batch entry {i} does not fit after 8 splits of its leaf"
                         ))));
@@ -501,13 +505,19 @@ pub(crate) fn apply_step(
                         (tree_root, key, value.len(), previous),
                         (i, may_load_neighbour),
                     ) {
-                        roll_back(&mut held);
+                        let stop = match stop {
+                            BatchStop::Restart(Restart::NoFrame) => {
+                                frames_to_wait_for(wb, &held, batch.len() - i)
+                            }
+                            stop => stop,
+                        };
+                        roll_back(wb, &mut held);
                         return Err(stop);
                     }
                     continue; // entry i again, into the right half
                 }
                 if let Err(stop) = insert_saved(&mut held[index], slot, key, value) {
-                    roll_back(&mut held);
+                    roll_back(wb, &mut held);
                     return Err(stop);
                 }
             }
@@ -534,13 +544,13 @@ pub(crate) fn apply_step(
         let record_bytes = record_bytes_most(changed);
         let most = wb.log_max_record_bytes();
         if record_bytes > most {
-            roll_back(&mut held);
+            roll_back(wb, &mut held);
             return Err(BatchStop::Fatal(Error::InvalidArgument(format!(
                 "the batch changes {changed} pages, whose log record (up to {record_bytes} bytes) exceeds the largest the log buffer takes ({most} bytes, half of Options::wal_buffer_bytes); split the batch or raise wal_buffer_bytes"
             ))));
         }
         if !wb.log_has_room(record_bytes) {
-            roll_back(&mut held);
+            roll_back(wb, &mut held);
             return Err(BatchStop::NoLogRoom { record_bytes });
         }
     }
@@ -552,6 +562,27 @@ pub(crate) fn apply_step(
         found,
         underfull,
     })
+}
+
+/// The stop of a step that found no free frame for a split's new page,
+/// with `entries_left` entries (this one among them) still to apply: wait
+/// for as many free frames as the step allocated, plus two for this split
+/// (a root splits into two new pages), plus one per later entry (each may
+/// split its leaf once more), so that the retry most likely finds all it
+/// needs. At most half the worker's frames: the step's leaves must stay in
+/// memory beside them. A step that needs more (a batch splitting leaves
+/// many times over in a tiny pool) is refused with an error.
+fn frames_to_wait_for(wb: &WorkerBuffer, held: &[HeldLeaf<'_>], entries_left: usize) -> BatchStop {
+    let allocated = held.iter().filter(|h| h.allocated).count();
+    let most = wb.frame_count() / 2;
+    if allocated + 1 > most {
+        return BatchStop::Fatal(Error::InvalidArgument(format!(
+            "the batch's splits need more than {most} new pages at once, half of this worker's buffer frames; split the batch or give the pool more memory"
+        )));
+    }
+    BatchStop::NoFrames {
+        frames: (allocated + 1 + entries_left).min(most),
+    }
 }
 
 /// Inserts `key` = `value` at `slot` (from `lower_bound`; the space was
@@ -579,6 +610,7 @@ fn insert_saved(
 /// `tree_root`): one the step holds, or one it now latches exclusively.
 /// A stop (or a latch it cannot take) rolls the step back first.
 fn hold_found<'a>(
+    wb: &mut WorkerBuffer,
     held: &mut Vec<HeldLeaf<'a>>,
     tree_root: PageId,
     found: std::result::Result<Parent<'a>, BatchStop>,
@@ -594,7 +626,7 @@ fn hold_found<'a>(
         },
         Err(stop) => stop,
     };
-    roll_back(held);
+    roll_back(wb, held);
     Err(stop)
 }
 
@@ -715,7 +747,7 @@ fn recycle_images(held: &mut [HeldLeaf<'_>]) {
 
 /// Puts every changed page back as it was before the step and frees the
 /// pages it allocated.
-fn roll_back(held: &mut Vec<HeldLeaf<'_>>) {
+fn roll_back(wb: &mut WorkerBuffer, held: &mut Vec<HeldLeaf<'_>>) {
     for leaf in held.iter_mut() {
         match &leaf.before {
             Before::Unchanged => {}
@@ -726,7 +758,7 @@ fn roll_back(held: &mut Vec<HeldLeaf<'_>>) {
     recycle_images(held);
     for leaf in held.drain(..) {
         if leaf.allocated {
-            leaf.guard.free();
+            wb.free_new_page(leaf.guard);
         }
     }
 }

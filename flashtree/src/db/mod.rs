@@ -242,6 +242,9 @@ pub struct DbStats {
     /// a log flush or a checkpoint makes: a log too small for the write
     /// rate shows here (raise `wal_bytes_per_worker`).
     pub log_room_waits: u64,
+    /// Times a batch waited (parked) until its worker had the free frames
+    /// its step needs at once: the new pages of the leaves it splits.
+    pub frame_waits: u64,
     /// Full leaves that moved entries to a neighbour instead of splitting
     /// (a batch step that rolled back afterwards counts too).
     pub leaf_rebalances: u64,
@@ -935,6 +938,7 @@ impl Db {
             stats.log_record_bytes += w.log_record_bytes.load(Ordering::Relaxed);
             stats.log_image_bytes += w.log_image_bytes.load(Ordering::Relaxed);
             stats.log_room_waits += w.log_room_waits.load(Ordering::Relaxed);
+            stats.frame_waits += w.frame_waits.load(Ordering::Relaxed);
             stats.leaf_rebalances += w.leaf_rebalances.load(Ordering::Relaxed);
         }
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -1797,6 +1801,7 @@ impl TaskCtx {
                 Err(BatchStop::NoLogRoom { record_bytes }) => {
                     worker::wait_log_room(record_bytes).await
                 }
+                Err(BatchStop::NoFrames { frames }) => worker::wait_free_frames(frames).await,
                 Err(BatchStop::Restart(_)) => crate::sched::yield_busy().await,
                 Err(BatchStop::HashFull { entry }) => {
                     // The bucket may have room for this entry alone (the

@@ -47,6 +47,7 @@ pub(crate) struct WorkerShared {
     pub(crate) log_record_bytes: AtomicU64,
     pub(crate) log_image_bytes: AtomicU64,
     pub(crate) log_room_waits: AtomicU64,
+    pub(crate) frame_waits: AtomicU64,
     pub(crate) leaf_rebalances: AtomicU64,
     /// Some task of this worker waits for a commit to become durable:
     /// workers whose log becomes durable wake this one.
@@ -110,6 +111,7 @@ impl WorkerShared {
         self.evictions.store(stats.evictions, Ordering::Relaxed);
         self.log_room_waits
             .store(stats.log_room_waits, Ordering::Relaxed);
+        self.frame_waits.store(stats.frame_waits, Ordering::Relaxed);
         self.leaf_rebalances
             .store(stats.leaf_rebalances, Ordering::Relaxed);
         if let Some(log) = wb.log() {
@@ -363,6 +365,34 @@ pub(crate) async fn wait_log_room(record_bytes: usize) {
     .await
 }
 
+/// Waits, parked, until this worker has `frames` free frames (eviction
+/// keeps that many free meanwhile), or the store failed: the caller's next
+/// step finds out.
+pub(crate) async fn wait_free_frames(frames: usize) {
+    let task = current_task().expect("wait_free_frames outside a task");
+    let mut registered = false;
+    std::future::poll_fn(|_| {
+        if registered {
+            // Only the loop's wake of the waiters polls a parked task.
+            return Poll::Ready(());
+        }
+        let ready = with_local(|wb| {
+            if wb.manager().wal().has_failed() || wb.free_frame_count() >= frames {
+                return true;
+            }
+            wb.wait_free_frames(frames, task);
+            false
+        });
+        if ready {
+            return Poll::Ready(());
+        }
+        registered = true;
+        park_current();
+        Poll::Pending
+    })
+    .await
+}
+
 /// How long a worker whose tasks all wait for another worker's log sleeps
 /// before it looks again (that worker also wakes it when its log syncs).
 const COMMIT_WAIT_SLEEP: std::time::Duration = std::time::Duration::from_micros(200);
@@ -451,6 +481,7 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         }
         wb.wake_commit_waiters(&mut |task| exec.wake(task));
         wb.wake_log_room_waiters(&mut |task| exec.wake(task));
+        wb.wake_frame_waiters(&mut |task| exec.wake(task));
         if wb.log_durable_events != durable_events {
             durable_events = wb.log_durable_events;
             for (w, other) in shared.iter().enumerate() {
