@@ -2,6 +2,7 @@
 
 pub mod compact;
 pub mod hash;
+pub mod hint;
 pub mod node;
 pub mod tree;
 

@@ -804,6 +804,16 @@ impl<B: NodeBytes> NodeView<B> {
         self.bytes.copy_into(range.start, range.len(), out);
     }
 
+    /// Whether the fences cover `key` (`lower < key <= upper`, an empty
+    /// fence unbounded), as [`fences_cover`] says, without copying them.
+    pub fn covers(self, key: &[u8]) -> bool {
+        let lower = self.lower_fence_range();
+        let upper = self.upper_fence_range();
+        (lower.is_empty() || self.bytes.compare(lower.start, lower.len(), key) == Ordering::Less)
+            && (upper.is_empty()
+                || self.bytes.compare(upper.start, upper.len(), key) != Ordering::Less)
+    }
+
     /// Writes the upper fence into `out`, replacing its contents.
     pub fn upper_fence_into(self, out: &mut Vec<u8>) {
         out.clear();

@@ -128,6 +128,8 @@ pub enum LookupStop {
 /// and validates before trusting anything. When a child is not in memory it
 /// returns where it stopped: the caller loads the page and continues with
 /// [`lookup_resume`]; on any other restart it falls back to [`lookup`].
+/// It first tries the leaf this worker thread found the key in last
+/// (`btree::hint`), and records the leaf a descent finds.
 pub async fn lookup_interleaved(
     bm: &BufferManager,
     root: PageId,
@@ -138,6 +140,10 @@ pub async fn lookup_interleaved(
     let stop = |e: OpError, parent: Option<Stamp>| match as_restart(e) {
         Restart::Load(child) => LookupStop::Miss { child, parent },
         other => LookupStop::Restart(other),
+    };
+    let recorder = match super::hint::probe(bm, root, key, out) {
+        super::hint::Probe::Answer(found) => return Ok(found),
+        super::hint::Probe::Descend(recorder) => recorder,
     };
     let mut node = bm.fix_optimistic(root).map_err(|e| stop(e, None))?;
     // Nodes of the level below `node`, estimated (read under the
@@ -151,7 +157,11 @@ pub async fn lookup_interleaved(
     loop {
         let n = racy_node(&node);
         if n.is_leaf() {
-            return read_leaf(&node, key, out).map_err(LookupStop::Restart);
+            let found = read_leaf(&node, key, out).map_err(LookupStop::Restart)?;
+            if let Some(recorder) = recorder {
+                super::hint::record(recorder, node.pid());
+            }
+            return Ok(found);
         }
         level_nodes = level_nodes.saturating_mul(n.count() + 1);
         let child = n.child_for(key);

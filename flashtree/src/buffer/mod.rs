@@ -274,6 +274,11 @@ pub struct BufferManager {
     /// many pages ([`BufferManager::reserve_checkpoint_room`]).
     checkpoint_room_pages: AtomicU64,
     free_pids: Mutex<free::FreePages>,
+    /// Pages freed since the pool was made ([`GuardX::free`]); see
+    /// [`BufferManager::pages_freed`].
+    pages_freed: OwnLine,
+    /// Tells this manager from every other one made in the process.
+    instance: u64,
     /// Page ids freed by logged groups that may not be durable yet, by
     /// group (see [`BufferManager::durably_free`]); recorded before they
     /// reach `free_pids`.
@@ -286,6 +291,11 @@ pub struct BufferManager {
     write_error: Mutex<Option<String>>,
     wal: Arc<WalShared>,
 }
+
+/// A word on a cache line of its own: every lookup reads it, and the
+/// fields beside it (the free list's lock) are written by every worker.
+#[repr(align(64))]
+struct OwnLine(AtomicU64);
 
 // SAFETY: pool_ptr points into `_pool`, owned by this struct; every access to
 // frame memory follows the latch protocol of the page that occupies it.
@@ -365,6 +375,11 @@ impl BufferManager {
             next_pid: AtomicU64::new(0),
             checkpoint_room_pages: AtomicU64::new(0),
             free_pids: Mutex::new(free::FreePages::default()),
+            pages_freed: OwnLine(AtomicU64::new(0)),
+            instance: {
+                static INSTANCES: AtomicU64 = AtomicU64::new(0);
+                INSTANCES.fetch_add(1, Ordering::Relaxed)
+            },
             recent_frees: Mutex::new(Vec::new()),
             pages_discarded: AtomicU64::new(0),
             discard_works: std::sync::atomic::AtomicBool::new(true),
@@ -391,6 +406,20 @@ impl BufferManager {
     /// The pool memory, for registering with io_uring.
     pub fn pool_region(&self) -> (*mut u8, usize) {
         (self.pool_ptr, self.frame_count as usize * PAGE_SIZE)
+    }
+
+    /// Pages freed so far. A page leaves its tree only by being freed, so
+    /// a reader that found a page in a tree may take it to be there still
+    /// while this count is unchanged, if it reads the count before it
+    /// found the page and again after it validated what it read there
+    /// (the free counts before the id can be allocated again).
+    pub fn pages_freed(&self) -> u64 {
+        self.pages_freed.0.load(Ordering::Acquire)
+    }
+
+    /// A number no other buffer manager of this process has.
+    pub fn instance(&self) -> u64 {
+        self.instance
     }
 
     /// Page ids below this have been allocated.
@@ -1041,6 +1070,8 @@ impl GuardX<'_> {
     /// owning worker on its next clock sweep.
     pub fn free(self) {
         let bm = self.bm;
+        // Counted before the id can be taken again (see `pages_freed`).
+        bm.pages_freed.0.fetch_add(1, Ordering::AcqRel);
         bm.frame_dirty[self.frame as usize].store(false, Ordering::Relaxed);
         bm.frame_slot(self.pid).store(FREED_SLOT, Ordering::Release);
         bm.frame_pid[self.frame as usize].store(FREED_PAGE, Ordering::Release);
