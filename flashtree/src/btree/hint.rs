@@ -25,7 +25,7 @@ use super::tree::racy_node;
 use crate::buffer::{BufferManager, PageId};
 use std::cell::RefCell;
 
-/// Hints per worker thread (32 bytes each: 256 KiB).
+/// Hints per worker thread (16 bytes each: 128 KiB).
 const SLOTS: usize = 8192;
 /// Lookups per epoch of the hit count.
 pub const EPOCH_LOOKUPS: u32 = 1024;
@@ -36,14 +36,19 @@ pub const MIN_HITS_PER_EPOCH: u32 = EPOCH_LOOKUPS / 4;
 /// Epochs without hints after an epoch with too few hits.
 pub const OFF_EPOCHS: u32 = 32;
 
+/// One hint, 16 bytes so that more of the table stays in the core's
+/// cache: page ids of 32 bits (a tree or leaf beyond gets no hint) and
+/// the low 32 bits of the freed-pages count (the table is emptied when
+/// the high bits change, so a count that wrapped cannot look unchanged).
 #[derive(Clone, Copy, Default)]
 struct Hint {
-    /// Hash of the key; 0: empty.
-    tag: u64,
-    root: PageId,
-    leaf: PageId,
-    /// [`BufferManager::pages_freed`] before the descent that found it.
-    frees: u64,
+    /// High bits of the key's hash; 0: empty.
+    tag: u32,
+    root: u32,
+    leaf: u32,
+    /// Low bits of [`BufferManager::pages_freed`] before the descent that
+    /// found it.
+    frees: u32,
 }
 
 /// One worker thread's hints and their hit count.
@@ -52,6 +57,9 @@ struct LeafHints {
     /// The buffer manager whose pages the hints name
     /// ([`BufferManager::instance`]).
     manager: u64,
+    /// The high 32 bits of its freed-pages count when the table was
+    /// emptied last.
+    frees_high: u32,
     lookups: u32,
     hits: u32,
     off_epochs_left: u32,
@@ -62,6 +70,7 @@ thread_local! {
         RefCell::new(LeafHints {
             slots: Vec::new(),
             manager: u64::MAX,
+            frees_high: 0,
             lookups: 0,
             hits: 0,
             off_epochs_left: 0,
@@ -82,16 +91,17 @@ pub enum Probe {
 /// Where [`record`] puts the leaf a descent found.
 pub struct Recorder {
     slot: usize,
-    tag: u64,
-    root: PageId,
+    tag: u32,
+    root: u32,
     frees: u64,
+    manager: u64,
 }
 
 /// A 64-bit hash of `key` in the tree `root` (never 0): 8-byte words
 /// multiplied and mixed.
-fn tag_of(root: PageId, key: &[u8]) -> u64 {
+fn tag_of(root: u32, key: &[u8]) -> u64 {
     const K: u64 = 0x9E37_79B9_7F4A_7C15;
-    let mut h = root.wrapping_mul(K) ^ key.len() as u64;
+    let mut h = u64::from(root).wrapping_mul(K) ^ key.len() as u64;
     let mut chunks = key.chunks_exact(8);
     for chunk in &mut chunks {
         let word = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
@@ -125,17 +135,23 @@ pub fn probe(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) ->
         if h.off_epochs_left > 0 {
             return Probe::Descend(None);
         }
-        if h.manager != bm.instance() || h.slots.is_empty() {
+        let frees = bm.pages_freed();
+        let frees_high = (frees >> 32) as u32;
+        if h.manager != bm.instance() || h.frees_high != frees_high || h.slots.is_empty() {
             h.slots.clear();
             h.slots.resize(SLOTS, Hint::default());
             h.manager = bm.instance();
+            h.frees_high = frees_high;
         }
-        let frees = bm.pages_freed();
-        let tag = tag_of(root, key);
-        let slot = (tag >> 40) as usize % SLOTS;
+        let Ok(root) = u32::try_from(root) else {
+            return Probe::Descend(None);
+        };
+        let hash = tag_of(root, key);
+        let slot = (hash >> 20) as usize % SLOTS;
+        let tag = (hash >> 32) as u32 | 1;
         let hint = h.slots[slot];
-        if hint.tag == tag && hint.root == root && hint.frees == frees {
-            if let Some(found) = in_leaf(bm, &hint, key, out) {
+        if hint.tag == tag && hint.root == root && hint.frees == frees as u32 {
+            if let Some(found) = in_leaf(bm, &hint, key, out, frees) {
                 h.hits += 1;
                 return Probe::Answer(found);
             }
@@ -146,6 +162,7 @@ pub fn probe(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) ->
             tag,
             root,
             frees,
+            manager: h.manager,
         }))
     })
 }
@@ -153,23 +170,38 @@ pub fn probe(bm: &BufferManager, root: PageId, key: &[u8], out: &mut Vec<u8>) ->
 /// Records that the descent `recorder` came from found `key`'s leaf at
 /// `leaf` (validated).
 pub fn record(recorder: Recorder, leaf: PageId) {
+    let Ok(leaf) = u32::try_from(leaf) else {
+        return;
+    };
     HINTS.with(|hints| {
         let mut h = hints.borrow_mut();
+        // Not into a table emptied since the probe (for another manager
+        // or a new high half of the count).
+        if h.manager != recorder.manager || h.frees_high != (recorder.frees >> 32) as u32 {
+            return;
+        }
         if let Some(slot) = h.slots.get_mut(recorder.slot) {
             *slot = Hint {
                 tag: recorder.tag,
                 root: recorder.root,
                 leaf,
-                frees: recorder.frees,
+                frees: recorder.frees as u32,
             };
         }
     })
 }
 
 /// The lookup in the hinted leaf, if it is in memory, still a leaf of the
-/// tree, covers `key`, and did not change while read.
-fn in_leaf(bm: &BufferManager, hint: &Hint, key: &[u8], out: &mut Vec<u8>) -> Option<bool> {
-    let leaf = bm.fix_optimistic(hint.leaf).ok()?;
+/// tree, covers `key`, and did not change while read. `frees`: the
+/// freed-pages count the hint matched.
+fn in_leaf(
+    bm: &BufferManager,
+    hint: &Hint,
+    key: &[u8],
+    out: &mut Vec<u8>,
+    frees: u64,
+) -> Option<bool> {
+    let leaf = bm.fix_optimistic(PageId::from(hint.leaf)).ok()?;
     leaf.prefetch();
     let n = racy_node(&leaf);
     if !n.is_leaf() || !n.covers(key) {
@@ -181,7 +213,7 @@ fn in_leaf(bm: &BufferManager, hint: &Hint, key: &[u8], out: &mut Vec<u8>) -> Op
     }
     leaf.check().ok()?;
     // After the validation (see the module's contract).
-    (bm.pages_freed() == hint.frees).then_some(found)
+    (bm.pages_freed() == frees).then_some(found)
 }
 
 #[cfg(test)]
