@@ -16,7 +16,7 @@
 use crate::buffer::{step, Block, LoadStart, OpError, Restart, WorkerBuffer, WorkerIoStats};
 use crate::error::{Error, Result};
 use crate::io::IoConfig;
-use crate::sched::{current_task, park_current, yield_busy, Executor};
+use crate::sched::{current_task, park_current, yield_busy, Executor, TaskId};
 use std::cell::Cell;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -340,27 +340,13 @@ pub(crate) async fn wait_durable(seq: u64) -> Result<()> {
 /// that completes, or when a checkpoint lets the log reuse its blocks), or
 /// the store failed: the caller's next step finds out.
 pub(crate) async fn wait_log_room(record_bytes: usize) {
-    let task = current_task().expect("wait_log_room outside a task");
-    let mut registered = false;
-    std::future::poll_fn(|_| {
-        if registered {
-            // Only the loop's wake of the waiters polls a parked task.
-            return Poll::Ready(());
+    park_unless(|wb, task| {
+        if wb.manager().wal().has_failed() || wb.log_has_room(record_bytes) {
+            return true;
         }
-        let ready = with_local(|wb| {
-            if wb.manager().wal().has_failed() || wb.log_has_room(record_bytes) {
-                return true;
-            }
-            wb.flush_log(true);
-            wb.wait_log_room(record_bytes, task);
-            false
-        });
-        if ready {
-            return Poll::Ready(());
-        }
-        registered = true;
-        park_current();
-        Poll::Pending
+        wb.flush_log(true);
+        wb.wait_log_room(record_bytes, task);
+        false
     })
     .await
 }
@@ -369,21 +355,28 @@ pub(crate) async fn wait_log_room(record_bytes: usize) {
 /// keeps that many free meanwhile), or the store failed: the caller's next
 /// step finds out.
 pub(crate) async fn wait_free_frames(frames: usize) {
-    let task = current_task().expect("wait_free_frames outside a task");
+    park_unless(|wb, task| {
+        if wb.manager().wal().has_failed() || wb.free_frame_count() >= frames {
+            return true;
+        }
+        wb.wait_free_frames(frames, task);
+        false
+    })
+    .await
+}
+
+/// Parks the current task until the worker loop wakes it, unless
+/// `ready_or_register` returns true (nothing to wait for); when it returns
+/// false it has registered the task with the waiters the loop wakes.
+async fn park_unless(mut ready_or_register: impl FnMut(&mut WorkerBuffer, TaskId) -> bool) {
+    let task = current_task().expect("a wait outside a task");
     let mut registered = false;
     std::future::poll_fn(|_| {
         if registered {
             // Only the loop's wake of the waiters polls a parked task.
             return Poll::Ready(());
         }
-        let ready = with_local(|wb| {
-            if wb.manager().wal().has_failed() || wb.free_frame_count() >= frames {
-                return true;
-            }
-            wb.wait_free_frames(frames, task);
-            false
-        });
-        if ready {
+        if with_local(|wb| ready_or_register(wb, task)) {
             return Poll::Ready(());
         }
         registered = true;
