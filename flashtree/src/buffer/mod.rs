@@ -292,6 +292,23 @@ pub struct BufferManager {
     wal: Arc<WalShared>,
 }
 
+/// Wakes the waiters whose wait `ready` says is over (all of them when the
+/// store failed: they find out) and keeps the others.
+fn wake_ready(
+    waiters: &mut Vec<(usize, TaskId)>,
+    failed: bool,
+    ready: impl Fn(usize) -> bool,
+    wake: &mut dyn FnMut(TaskId),
+) {
+    waiters.retain(|&(amount, task)| {
+        let go = failed || ready(amount);
+        if go {
+            wake(task);
+        }
+        !go
+    });
+}
+
 /// A word on a cache line of its own: every lookup reads it, and the
 /// fields beside it (the free list's lock) are written by every worker.
 #[repr(align(64))]
@@ -1409,13 +1426,7 @@ impl WorkerBuffer {
         }
         let failed = self.bm.wal.has_failed();
         let mut waiters = std::mem::take(&mut self.log_room_waiters);
-        waiters.retain(|&(record_bytes, task)| {
-            let fits = failed || self.log_has_room(record_bytes);
-            if fits {
-                wake(task);
-            }
-            !fits
-        });
+        wake_ready(&mut waiters, failed, |bytes| self.log_has_room(bytes), wake);
         self.log_room_waiters = waiters;
     }
 
@@ -1944,11 +1955,6 @@ impl WorkerBuffer {
         self.stats.frame_waits += 1;
     }
 
-    /// Tasks waiting for free frames.
-    pub fn frame_waiter_count(&self) -> usize {
-        self.frame_waiters.len()
-    }
-
     /// Wakes the tasks waiting for free frames that are there now (all of
     /// them when the store failed: they find out).
     pub fn wake_frame_waiters(&mut self, wake: &mut dyn FnMut(TaskId)) {
@@ -1957,13 +1963,12 @@ impl WorkerBuffer {
         }
         let failed = self.bm.wal.has_failed();
         let free = self.free_frames.len();
-        self.frame_waiters.retain(|&(frames, task)| {
-            let ready = failed || free >= frames;
-            if ready {
-                wake(task);
-            }
-            !ready
-        });
+        wake_ready(
+            &mut self.frame_waiters,
+            failed,
+            |frames| free >= frames,
+            wake,
+        );
     }
 
     /// Frees `guard`'s page, which this worker allocated in a step that
