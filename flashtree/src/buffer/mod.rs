@@ -941,15 +941,20 @@ impl<'a> GuardO<'a> {
     #[inline]
     pub fn prefetch(&self) {
         #[cfg(target_arch = "x86_64")]
-        for line in (0..16).chain([PAGE_SIZE / 64 - 1]) {
-            // SAFETY: prefetching is a hint; the address lies inside the
-            // frame (line < 4096 / 64) and is never dereferenced here.
-            unsafe {
-                let ptr = self.bm.frame_ptr(self.frame).add(line * 64);
-                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
-                    ptr as *const i8,
-                );
+        {
+            use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+            let frame = self.bm.frame_ptr(self.frame) as *const i8;
+            // A loop with a constant bound, unrolled into 16 prefetch
+            // instructions on one base register (a chained iterator was
+            // not unrolled: about 6 instructions a line).
+            for line in 0..16 {
+                // SAFETY: prefetching is a hint; `line * 64 < PAGE_SIZE`, so
+                // the address lies inside the frame, and it is never
+                // dereferenced here.
+                unsafe { _mm_prefetch::<_MM_HINT_T0>(frame.add(line * 64)) };
             }
+            // SAFETY: as above; the page's last line.
+            unsafe { _mm_prefetch::<_MM_HINT_T0>(frame.add(PAGE_SIZE - 64)) };
         }
     }
 
