@@ -1272,3 +1272,57 @@ fn a_batch_that_splits_many_leaves_in_a_full_tiny_pool_completes() {
         }
     }
 }
+
+/// Creating trees while a worker finishes checkpoints: `open_tree` once
+/// held the catalog's lock while it waited for worker 0 to create the
+/// root, and a checkpoint finishing on worker 0 took the same lock on the
+/// worker's thread, so both waited forever (a test of the CLI's bulk load
+/// hung so). Here puts on another thread make a checkpoint every 64 KiB of
+/// log while this thread creates trees; a deadlock fails after a timeout.
+#[test]
+fn trees_created_while_checkpoints_finish_never_deadlock() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        checkpoint_log_bytes: 64 << 10,
+        ..tiny(1, 64)
+    };
+    let db = Arc::new(Db::open(dir.path(), options).unwrap());
+    let load = db.tree("load").unwrap();
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let writer = {
+        let (db, stop) = (db.clone(), stop.clone());
+        std::thread::spawn(move || {
+            let mut i = 0u64;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                db.put(load, &(i % 500).to_be_bytes(), &[i as u8; 1000])
+                    .unwrap();
+                i += 1;
+            }
+        })
+    };
+    let checkpoints_before = db.stats().checkpoints;
+    let (done, finished) = std::sync::mpsc::channel();
+    let creator = {
+        let db = db.clone();
+        std::thread::spawn(move || {
+            for i in 0..200 {
+                db.tree(&format!("tree-{i}")).unwrap();
+            }
+            done.send(()).unwrap();
+        })
+    };
+    let outcome = finished.recv_timeout(std::time::Duration::from_secs(120));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    assert!(
+        outcome.is_ok(),
+        "creating 200 trees did not finish in 120 s: a deadlock with the checkpoints"
+    );
+    creator.join().unwrap();
+    writer.join().unwrap();
+    let checkpoints = db.stats().checkpoints - checkpoints_before;
+    assert!(
+        checkpoints > 0,
+        "no checkpoint ran while the trees were created"
+    );
+    assert_eq!(db.tree_names().len(), 201);
+}

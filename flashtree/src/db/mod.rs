@@ -287,6 +287,11 @@ pub struct Db {
     /// Held by the bulk load in progress (one at a time: they share the
     /// temporary space).
     bulk: Mutex<()>,
+    /// Held while a tree is created (one at a time, so that two callers
+    /// cannot both create one name). Never taken on a worker thread, so it
+    /// may be held across a call into a worker; the catalog's own lock may
+    /// not (a worker's checkpoint takes it).
+    tree_creation: Mutex<()>,
     /// The store's data files, locked until the Db is dropped (after
     /// `close` wrote its checkpoint).
     _lock: crate::io::StoreLock,
@@ -405,6 +410,7 @@ impl Db {
             }),
             temp: opened.temp,
             bulk: Mutex::new(()),
+            tree_creation: Mutex::new(()),
             _lock: opened.lock,
             tree_kinds: Mutex::new(std::collections::HashMap::new()),
         })
@@ -504,16 +510,23 @@ impl Db {
                 name.len()
             )));
         }
+        let _creating = self.tree_creation.lock().unwrap_or_else(|e| e.into_inner());
         let wal = self.inner.bm.wal().clone();
-        let mut trees = wal.catalog.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(&(_, root)) = trees.iter().find(|(n, _)| n == name) {
-            drop(trees);
+        // The catalog's lock is held only briefly, never across the call
+        // below: worker 0 may be finishing a checkpoint, which takes it on
+        // the worker's thread (holding it here deadlocked a store).
+        let (existing, tree_count) = {
+            let trees = wal.catalog.lock().unwrap_or_else(|e| e.into_inner());
+            let existing = trees.iter().find(|(n, _)| n == name).map(|&(_, root)| root);
+            (existing, trees.len())
+        };
+        if let Some(root) = existing {
             return Ok(Tree {
                 root,
                 hash: self.root_is_hash(root)?,
             });
         }
-        if trees.len() >= MAX_TREES {
+        if tree_count >= MAX_TREES {
             return Err(Error::Full(format!(
                 "a store holds at most {MAX_TREES} named trees"
             )));
@@ -540,12 +553,18 @@ impl Db {
                 if logged {
                     crate::buffer::step::step_catalog(page.pid(), &owned_name);
                 }
+                // In the catalog in the same step as its log record (nothing
+                // after this fails): a checkpoint that covers the record's
+                // group lists the tree.
+                bm.wal()
+                    .catalog
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .push((owned_name.clone(), page.pid()));
                 Ok(page.pid())
             })
             .await
         })??;
-        trees.push((name.to_string(), root));
-        drop(trees);
         self.tree_kinds
             .lock()
             .unwrap_or_else(|e| e.into_inner())
