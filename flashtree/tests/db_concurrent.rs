@@ -1326,3 +1326,46 @@ fn trees_created_while_checkpoints_finish_never_deadlock() {
     );
     assert_eq!(db.tree_names().len(), 201);
 }
+
+/// Closing a store of two workers while many writes are still queued, most
+/// of the log on worker 1: worker 0 runs out of work first, and must not
+/// leave while worker 1 still needs it for a checkpoint (worker 1's log
+/// would fill and its writes wait for room forever). A hang fails after a
+/// timeout.
+#[test]
+fn close_with_queued_writes_on_one_busy_worker_finishes() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        wal_bytes_per_worker: 1 << 20,
+        checkpoint_log_bytes: 256 << 10,
+        ..tiny(2, 64)
+    };
+    for round in 0..5u64 {
+        let db = Db::open(dir.path(), options.clone()).unwrap();
+        let tree = db.tree("t").unwrap();
+        let mut replies = Vec::new();
+        // Jobs go to the workers in turn: even ones (worker 0 when the
+        // count starts even) rewrite one small row, odd ones spread large
+        // rows over many leaves.
+        for i in 0..6_000u64 {
+            let reply = if i % 2 == 0 {
+                db.put_async(tree, b"small", &[round as u8; 8])
+            } else {
+                let key = splitmix(i + round * 1_000_000).to_be_bytes();
+                db.put_async(tree, &key, &[round as u8; 1000])
+            };
+            replies.push(reply.unwrap());
+        }
+        drop(replies);
+        let (done, finished) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            done.send(db.close()).unwrap();
+        });
+        let closed = finished.recv_timeout(std::time::Duration::from_secs(60));
+        assert!(
+            closed.is_ok(),
+            "round {round}: close did not finish in 60 s"
+        );
+        closed.unwrap().unwrap();
+    }
+}

@@ -38,6 +38,11 @@ impl CheckpointDriver {
     }
 
     /// True when a checkpoint waits for this worker: it must not sleep.
+    /// No checkpoint runs (or the store has no log).
+    pub(crate) fn idle(&self, wb: &WorkerBuffer) -> bool {
+        wb.log().is_none() || wb.manager().wal().checkpoints.phase().0 == Phase::Idle
+    }
+
     pub(crate) fn needs_me(&self, wb: &WorkerBuffer) -> bool {
         if wb.log().is_none() {
             return false;
@@ -60,7 +65,7 @@ impl CheckpointDriver {
     /// never finish), or finished one (tasks may wait for the log room it
     /// freed). Errors fail
     /// the store (the checkpoint is abandoned; the previous one holds).
-    pub(crate) fn step(&mut self, wb: &mut WorkerBuffer) -> bool {
+    pub(crate) fn step(&mut self, wb: &mut WorkerBuffer, may_start: bool) -> bool {
         let bm = wb.manager_arc();
         let wal = bm.wal();
         let Some(log) = wb.log() else {
@@ -74,7 +79,7 @@ impl CheckpointDriver {
         match phase {
             Phase::Idle => {
                 let used = log.blocks_in_use(wal.reclaim_floor(self.worker));
-                if used >= self.threshold_blocks {
+                if may_start && used >= self.threshold_blocks {
                     return control.try_start();
                 }
             }

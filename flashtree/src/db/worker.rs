@@ -52,6 +52,12 @@ pub(crate) struct WorkerShared {
     /// Some task of this worker waits for a commit to become durable:
     /// workers whose log becomes durable wake this one.
     commit_waiting: AtomicBool,
+    /// The store is closing and this worker has nothing left to do (no
+    /// task, job, I/O or unflushed log). Once set it stays set: no job can
+    /// arrive after the close began. A worker leaves only when every
+    /// worker is stopping and no checkpoint runs, since a busy worker may
+    /// yet need its part of one.
+    stopping: AtomicBool,
 }
 
 impl WorkerShared {
@@ -465,7 +471,8 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
             wb.manager().wal().fail(format!("worker {index}: {e}"));
             loop_error.get_or_insert(e);
         }
-        if checkpoints.step(wb) {
+        // A stopping worker starts no checkpoint: the others may have left.
+        if checkpoints.step(wb, !me.stopping.load(Ordering::Acquire)) {
             for (w, other) in shared.iter().enumerate() {
                 if w != index {
                     other.wake();
@@ -492,13 +499,24 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
                 wb.flush_log(true);
                 continue;
             }
-            if checkpoints.needs_me(wb) && !shutdown.load(Ordering::Acquire) {
-                // A checkpoint waits for this worker's part.
+            if checkpoints.needs_me(wb) {
+                // A checkpoint waits for this worker's part (also while the
+                // store closes: a busy worker's log may need it for room).
                 me.sleep_briefly(COMMIT_WAIT_SLEEP);
                 continue;
             }
             if shutdown.load(Ordering::Acquire) && me.queued.load(Ordering::Acquire) == 0 {
-                break;
+                me.stopping.store(true, Ordering::Release);
+                // The flags first, then the phase: a worker that started a
+                // checkpoint set its flag after, and none starts one once
+                // its flag is set.
+                let all_stopping = shared.iter().all(|w| w.stopping.load(Ordering::Acquire));
+                let wal = wb.manager().wal();
+                if wal.has_failed() || (all_stopping && checkpoints.idle(wb)) {
+                    break;
+                }
+                me.sleep_briefly(COMMIT_WAIT_SLEEP);
+                continue;
             }
             me.sleep_until_job(&shutdown);
         } else if exec.ready_count() == 0
