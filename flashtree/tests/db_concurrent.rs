@@ -1369,3 +1369,47 @@ fn close_with_queued_writes_on_one_busy_worker_finishes() {
         closed.unwrap().unwrap();
     }
 }
+
+/// A blocking call of the store made inside one of its own tasks would
+/// wait for the worker the task runs on: it is refused with
+/// `InvalidArgument`, never a hang. A hang fails after a timeout.
+#[test]
+fn blocking_calls_inside_own_tasks_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = Arc::new(Db::open(dir.path(), tiny(1, 64)).unwrap());
+    let tree = db.tree("t").unwrap();
+    let errors = Arc::new(Mutex::new(Vec::new()));
+    let (done, finished) = std::sync::mpsc::channel();
+    {
+        let (db, errors) = (db.clone(), errors.clone());
+        std::thread::spawn(move || {
+            let inner = db.clone();
+            let result = db.run(1, move |_ctx| {
+                let (db, errors) = (inner.clone(), errors.clone());
+                async move {
+                    let mut seen = errors.lock().unwrap();
+                    seen.push(format!("{:?}", db.put(tree, b"k", b"v")));
+                    seen.push(format!("{:?}", db.delete(tree, b"k")));
+                    seen.push(format!("{:?}", db.sync()));
+                    seen.push(format!("{:?}", db.tree("other")));
+                    seen.push(format!("{:?}", db.run(1, |_ctx| async {})));
+                }
+            });
+            done.send(result).unwrap();
+        });
+    }
+    let result = finished.recv_timeout(std::time::Duration::from_secs(60));
+    assert!(result.is_ok(), "a blocking call inside a task hung");
+    result.unwrap().unwrap();
+    let seen = errors.lock().unwrap();
+    assert_eq!(seen.len(), 5);
+    for outcome in seen.iter() {
+        assert!(
+            outcome.starts_with("Err(InvalidArgument(\"a blocking Db call inside a task"),
+            "{outcome}"
+        );
+    }
+    // The same calls from a thread of the caller's own work.
+    db.put(tree, b"k", b"v").unwrap();
+    assert_eq!(db.get(tree, b"k").unwrap(), Some(b"v".to_vec()));
+}

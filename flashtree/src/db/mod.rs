@@ -602,6 +602,7 @@ impl Db {
         if let Some(found) = self.get_on_caller(tree, key, &mut value) {
             return Ok(found.then_some(value));
         }
+        self.refuse_inside_own_task()?;
         self.get_async(tree, key)?.wait()
     }
 
@@ -644,6 +645,7 @@ impl Db {
     /// Inserts or replaces `key`. With [`Durability::Sync`] it returns once
     /// the change is durable.
     pub fn put(&self, tree: Tree, key: &[u8], value: &[u8]) -> Result<()> {
+        self.refuse_inside_own_task()?;
         self.put_async(tree, key, value)?.wait()
     }
 
@@ -651,6 +653,7 @@ impl Db {
     /// of it is there. Returns as `options` and the store's durability
     /// say. From any thread.
     pub fn write(&self, batch: &WriteBatch, options: WriteOptions) -> Result<()> {
+        self.refuse_inside_own_task()?;
         self.write_async(batch, options)?.wait()
     }
 
@@ -670,6 +673,7 @@ impl Db {
     /// Waits until every change acknowledged so far is durable (a no-op
     /// without a log).
     pub fn sync(&self) -> Result<()> {
+        self.refuse_inside_own_task()?;
         if !self.inner.logged {
             return Ok(());
         }
@@ -703,6 +707,7 @@ impl Db {
     /// Removes `key`; true if it was present. Durable as [`Db::put`].
     pub fn delete(&self, tree: Tree, key: &[u8]) -> Result<bool> {
         check_key(key)?;
+        self.refuse_inside_own_task()?;
         let key = key.to_vec();
         self.submit(self.pick_worker(), move |ctx| async move {
             ctx.delete(tree, &key).await
@@ -768,6 +773,7 @@ impl Db {
                 self.get_share(worker, tree, missed_keys.clone(), start..end)
             })
             .collect::<Result<_>>()?;
+        self.refuse_inside_own_task()?;
         let mut next = missed.iter();
         for reply in replies {
             for value in reply.wait()? {
@@ -887,6 +893,7 @@ impl Db {
         F: Fn(TaskCtx) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = ()> + 'static,
     {
+        self.refuse_inside_own_task()?;
         let make_task = Arc::new(make_task);
         let workers = self.worker_count();
         let total = workers * tasks_per_worker;
@@ -1208,12 +1215,27 @@ impl Db {
     }
 
     /// Runs one task on `worker` and waits for it.
+    /// Refuses a blocking call made on one of this store's worker threads
+    /// (from inside a task of [`Db::run`]): it would wait for a worker the
+    /// calling thread may itself be, and never return.
+    fn refuse_inside_own_task(&self) -> Result<()> {
+        if worker::on_worker_of(self.inner.bm.instance()) {
+            return Err(Error::InvalidArgument(
+                "a blocking Db call inside a task of this store's Db::run would wait for its own \
+                 worker; use the TaskCtx methods, or await put_async/write_async/get_async"
+                    .into(),
+            ));
+        }
+        Ok(())
+    }
+
     fn call<T, F, Fut>(&self, worker: usize, make: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(TaskCtx) -> Fut + Send + 'static,
         Fut: Future<Output = T> + 'static,
     {
+        self.refuse_inside_own_task()?;
         let reply = self.submit(worker, move |ctx| async move { Ok(make(ctx).await) })?;
         reply.wait()
     }

@@ -136,6 +136,16 @@ impl WorkerShared {
 thread_local! {
     static LOCAL: Cell<*mut WorkerBuffer> = const { Cell::new(std::ptr::null_mut()) };
     static LOCAL_IN_USE: Cell<bool> = const { Cell::new(false) };
+    /// The buffer manager instance whose worker this thread is (`u64::MAX`:
+    /// none; instances count from 0).
+    static WORKER_OF: Cell<u64> = const { Cell::new(u64::MAX) };
+}
+
+/// True on a worker thread of the store whose buffer manager is
+/// `instance`: a blocking call of that store made here would wait for a
+/// worker this thread may be, and never return.
+pub(crate) fn on_worker_of(instance: u64) -> bool {
+    WORKER_OF.with(|w| w.get()) == instance
 }
 
 /// Runs `f` with this worker's buffer part. Only inside a task on a worker.
@@ -442,8 +452,10 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
         }
     }
     let _ = started.send(Ok(wb.io_notes().to_vec()));
+    let bm_instance = wb.manager().instance();
     let wb_ptr = Box::into_raw(Box::new(wb));
     LOCAL.with(|l| l.set(wb_ptr));
+    WORKER_OF.with(|w| w.set(bm_instance));
     let me = &shared[index];
     let mut exec = Executor::new();
     let mut jobs = Vec::new();
@@ -540,6 +552,7 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
     // SAFETY: all tasks are done; reclaim the box made above.
     let mut wb = unsafe { Box::from_raw(wb_ptr) };
     LOCAL.with(|l| l.set(std::ptr::null_mut()));
+    WORKER_OF.with(|w| w.set(u64::MAX));
     let flushed = wb.flush_dirty();
     me.publish(&wb);
     let next_block = wb.log().map_or(0, |log| log.next_block());
