@@ -2044,15 +2044,17 @@ impl Iterator for RangeIter<'_> {
             let from = self.next.take()?;
             let (tree, direction) = (self.tree, self.direction);
             let worker = self.db.pick_worker();
-            let fetched = self.db.submit(worker, move |ctx| async move {
-                let mut batch = ScanBatch::default();
-                let bm = &ctx.inner.bm;
-                refuse_scan(&ctx.inner, tree)?;
-                run_op(&ctx.reads, |_| {
-                    tree::scan_leaf(bm, tree.root, &from, direction, &mut batch)
+            let fetched = self.db.refuse_inside_own_task().and_then(|()| {
+                self.db.submit(worker, move |ctx| async move {
+                    let mut batch = ScanBatch::default();
+                    let bm = &ctx.inner.bm;
+                    refuse_scan(&ctx.inner, tree)?;
+                    run_op(&ctx.reads, |_| {
+                        tree::scan_leaf(bm, tree.root, &from, direction, &mut batch)
+                    })
+                    .await?;
+                    Ok(batch)
                 })
-                .await?;
-                Ok(batch)
             });
             match fetched.and_then(|r| r.wait()) {
                 Ok(batch) => {
