@@ -37,12 +37,12 @@ impl CheckpointDriver {
         }
     }
 
-    /// True when a checkpoint waits for this worker: it must not sleep.
     /// No checkpoint runs (or the store has no log).
     pub(crate) fn idle(&self, wb: &WorkerBuffer) -> bool {
         wb.log().is_none() || wb.manager().wal().checkpoints.phase().0 == Phase::Idle
     }
 
+    /// True when a checkpoint waits for this worker: it must not sleep.
     pub(crate) fn needs_me(&self, wb: &WorkerBuffer) -> bool {
         if wb.log().is_none() {
             return false;

@@ -762,6 +762,7 @@ impl Db {
         if missed.is_empty() {
             return Ok(());
         }
+        self.refuse_inside_own_task()?;
         let share = missed.len().div_ceil(self.worker_count());
         let missed_keys: Arc<Vec<Vec<u8>>> =
             Arc::new(missed.iter().map(|&i| keys[i].as_ref().to_vec()).collect());
@@ -773,7 +774,6 @@ impl Db {
                 self.get_share(worker, tree, missed_keys.clone(), start..end)
             })
             .collect::<Result<_>>()?;
-        self.refuse_inside_own_task()?;
         let mut next = missed.iter();
         for reply in replies {
             for value in reply.wait()? {
@@ -1214,7 +1214,6 @@ impl Db {
         Ok(reply)
     }
 
-    /// Runs one task on `worker` and waits for it.
     /// Refuses a blocking call made on one of this store's worker threads
     /// (from inside a task of [`Db::run`]): it would wait for a worker the
     /// calling thread may itself be, and never return.
@@ -1229,6 +1228,7 @@ impl Db {
         Ok(())
     }
 
+    /// Runs one task on `worker` and waits for it.
     fn call<T, F, Fut>(&self, worker: usize, make: F) -> Result<T>
     where
         T: Send + 'static,

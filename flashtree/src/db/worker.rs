@@ -148,6 +148,22 @@ pub(crate) fn on_worker_of(instance: u64) -> bool {
     WORKER_OF.with(|w| w.get()) == instance
 }
 
+/// Sets a worker's `stopping` flag when its thread leaves `worker_main`,
+/// and fails the store if it leaves by a panic.
+struct MarkStopped<'a> {
+    shared: &'a WorkerShared,
+    bm: Arc<crate::buffer::BufferManager>,
+}
+
+impl Drop for MarkStopped<'_> {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            self.bm.wal().fail("a worker thread panicked".into());
+        }
+        self.shared.stopping.store(true, Ordering::Release);
+    }
+}
+
 /// Runs `f` with this worker's buffer part. Only inside a task on a worker.
 pub(crate) fn with_local<R>(f: impl FnOnce(&mut WorkerBuffer) -> R) -> R {
     let ptr = LOCAL.with(|l| l.get());
@@ -453,6 +469,13 @@ pub(crate) fn worker_main(start: WorkerStart) -> Result<u64> {
     }
     let _ = started.send(Ok(wb.io_notes().to_vec()));
     let bm_instance = wb.manager().instance();
+    // However the loop ends, the other workers may leave at the close;
+    // a worker thread that panicked fails the store first (a checkpoint
+    // waiting for its part would otherwise keep them).
+    let _stopped = MarkStopped {
+        shared: &shared[index],
+        bm: wb.manager_arc(),
+    };
     let wb_ptr = Box::into_raw(Box::new(wb));
     LOCAL.with(|l| l.set(wb_ptr));
     WORKER_OF.with(|w| w.set(bm_instance));
