@@ -42,6 +42,14 @@ pub const HASH_ENGINE_NAME: &str = "flashtree-hash";
 /// core out of memory (Haas & Leis (VLDB 2023) §3.3), few enough that TPC-C lock spinning
 /// stays cheap.
 pub const TASKS_PER_WORKER_DEFAULT: usize = 128;
+/// Tasks per worker `bench compare` sweeps by default, as it sweeps the
+/// peers' thread counts (`--threads 1,8,64,256`), reporting the best: 128
+/// for a store out of memory (reads in flight), 32 for one in memory, where
+/// each ready task's state and the node lines it prefetched before its
+/// yield compete for the core's caches until its next turn (128 tasks ran
+/// in-memory lookups at 0.86 of 32 tasks' rate, median of interleaved
+/// rounds; `docs/ARCHITECTURE.md`, "The cost of a lookup").
+pub const TASKS_SWEEP_DEFAULT: &str = "32,128";
 /// Most tasks per worker this adapter accepts.
 pub const TASKS_PER_WORKER_MAX: usize = 4096;
 /// The log-flush delay of the `buffered` mode (stated in

@@ -47,7 +47,7 @@ pub struct CompareArgs {
     /// flashtree async tasks per worker; a list (e.g. 256,512) is swept
     /// like the peers' thread counts and the best is reported. The load
     /// runs with the largest.
-    #[arg(long, default_value_t = crate::adapter::TASKS_PER_WORKER_DEFAULT.to_string())]
+    #[arg(long, default_value = crate::adapter::TASKS_SWEEP_DEFAULT)]
     pub tasks: String,
     /// flashtree worker threads (default: one per --cores core).
     #[arg(long)]
