@@ -1192,6 +1192,26 @@ fn add_disk_after_run(run: &mut EngineRun, dir: &Path) {
         }
     };
     s.space_amp_after_run = space_amp(s.disk_bytes_after_run, divisor);
+    if let Some(note) = outgrew_memory_note(s) {
+        s.space_notes.push(note);
+    }
+}
+
+/// A note when the runs' inserts (YCSB-D and -E insert rows) grew the
+/// live keys and values of a store that was loaded within the memory
+/// budget beyond it: the warm-ups, rounds and swept thread counts share
+/// one store, so the later runs of a "data factor 0.25" comparison may not
+/// have been in memory at all.
+fn outgrew_memory_note(s: &Summary) -> Option<String> {
+    let (loaded, live) = (s.raw_bytes?, s.raw_bytes_live_after_run?);
+    (loaded <= s.pool_bytes && live > s.pool_bytes).then(|| {
+        format!(
+            "the runs' inserts grew the live keys and values from {:.1} to {:.1} MB, more than the memory budget ({} MiB): warm-ups, rounds and swept thread counts share one store, so the later runs did not fit in memory",
+            loaded as f64 / 1e6,
+            live as f64 / 1e6,
+            s.pool_bytes >> 20
+        )
+    })
 }
 
 /// The report's memory line of engine `name`: its cache and, for engines
@@ -1758,6 +1778,24 @@ mod tests {
         ] {
             assert_eq!(LoadMarker::parse(bad, "lookup records=9"), None, "{bad}");
         }
+    }
+
+    #[test]
+    fn a_store_whose_inserts_outgrew_the_memory_budget_gets_a_note() {
+        let mut run = crate::targets::tests::run("flashtree", 100.0, 1.0, 0.0);
+        let s = &mut run.summary;
+        s.pool_bytes = 128 << 20;
+        s.raw_bytes = Some(32 << 20);
+        s.raw_bytes_live_after_run = Some(120 << 20);
+        assert_eq!(outgrew_memory_note(s), None, "still within the budget");
+        s.raw_bytes_live_after_run = Some(129 << 20);
+        let note = outgrew_memory_note(s).expect("grew beyond the budget");
+        assert!(note.contains("from 33.6 to 135.3 MB"), "{note}");
+        assert!(note.contains("(128 MiB)"), "{note}");
+        s.raw_bytes = Some(1280 << 20);
+        assert_eq!(outgrew_memory_note(s), None, "loaded out of memory");
+        s.raw_bytes_live_after_run = None;
+        assert_eq!(outgrew_memory_note(s), None, "live bytes unknown");
     }
 
     #[test]
