@@ -55,7 +55,7 @@ fi
 if [[ $what == ycsb || $what == all ]]; then
   echo "## issue 4: YCSB A-F in memory (0.25: every engine's data fits) and 10x out of memory, core 0"
   $FT bench compare --workload ycsb --data-factor 0.25,10 --engines flashtree,rocksdb,wiredtiger,lmdb \
-      --memory 128MiB --cores 0 --seconds 5 --threads 16,64 --tasks 256 --dir "$DIR/compare"
+      --memory 128MiB --cores 0 --seconds 5 --threads 16,64 --tasks 32,256 --dir "$DIR/compare"
   echo "## issue 16: YCSB-E 10x out of memory, every engine compacted after its load (RocksDB CompactRange, flashtree Db::compact), 3 rounds"
   $FT bench compare --workload ycsb-e --data-factor 10 --engines flashtree,rocksdb,lmdb \
       --memory 128MiB --cores 0 --seconds 15 --rounds 3 --compact-after-load --dir "$DIR/compare-e"
