@@ -46,9 +46,9 @@ pub const TASKS_PER_WORKER_DEFAULT: usize = 128;
 /// peers' thread counts (`--threads 1,8,64,256`), reporting the best: 128
 /// for a store out of memory (reads in flight), 32 for one in memory, where
 /// each ready task's state and the node lines it prefetched before its
-/// yield compete for the core's caches until its next turn (128 tasks ran
-/// in-memory lookups at 0.86 of 32 tasks' rate, median of interleaved
-/// rounds; `docs/ARCHITECTURE.md`, "The cost of a lookup").
+/// yield compete for the core's caches until its next turn. Fewer tasks
+/// than 128 were often, not always, quicker in memory (`docs/ARCHITECTURE.md`,
+/// "The cost of a lookup", has the runs and the command).
 pub const TASKS_SWEEP_DEFAULT: &str = "32,128";
 /// Most tasks per worker this adapter accepts.
 pub const TASKS_PER_WORKER_MAX: usize = 4096;
