@@ -715,6 +715,113 @@ fn lookups_on_calling_threads_see_whole_values_during_writes() {
         .unwrap();
 }
 
+/// Task lookups in a tree of more leaves than a yield threshold (1,024
+/// nodes), so that the interleaved descent yields into the leaves and,
+/// having found the key's slot, yields again while the value's lines
+/// arrive. During those yields a writer task on the same worker inserts a
+/// key right in front of each reader's key and deletes the one it put
+/// there before, so the reader's slot moves under it: every value read is
+/// still its key's. (Each key is looked up once, so that no lookup is
+/// answered from a leaf hint without a descent.)
+#[test]
+fn task_lookups_that_yield_in_leaves_see_their_own_values_during_writes() {
+    use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        durability: flashtree::db::Durability::None,
+        ..tiny(1, 8192)
+    };
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.tree("yields").unwrap();
+    // Loaded: the even keys, each with itself padded to 100 bytes (at most
+    // 36 entries to a leaf). The writer puts and deletes odd keys.
+    const LOADED: u64 = 48_000;
+    fn loaded_value(key: &[u8]) -> Vec<u8> {
+        let mut value = key.to_vec();
+        value.resize(100, 0xAB);
+        value
+    }
+    db.run(8, move |ctx| async move {
+        let me = ctx.task_index() as u64;
+        for i in (me..LOADED).step_by(8) {
+            let key = shared_key(2 * i);
+            ctx.put(tree, &key, &loaded_value(&key)).await.unwrap();
+        }
+    })
+    .unwrap();
+    let shape = db.check_tree_shape(tree).unwrap();
+    assert!(
+        shape.leaves > 1_100,
+        "{shape:?}: too few leaves to yield into"
+    );
+    const READERS: usize = 31;
+    const LOOKUPS_PER_READER: u64 = 1_200;
+    let reading: Arc<Vec<AtomicU64>> =
+        Arc::new((0..READERS).map(|_| AtomicU64::new(u64::MAX)).collect());
+    let readers_done = Arc::new(AtomicUsize::new(0));
+    let failures = Failures::default();
+    let f = failures.clone();
+    db.run(READERS + 1, move |ctx| {
+        let (f, reading, readers_done) = (f.clone(), reading.clone(), readers_done.clone());
+        async move {
+            let me = ctx.task_index();
+            if me == READERS {
+                // The writer: one odd key in front of each reader's key.
+                let mut put_before: Vec<Option<u64>> = vec![None; READERS];
+                let mut round = 0u64;
+                while readers_done.load(Relaxed) < READERS {
+                    round += 1;
+                    for (r, slot) in put_before.iter_mut().enumerate() {
+                        let i = reading[r].load(Relaxed);
+                        if i == u64::MAX || *slot == Some(i) {
+                            continue;
+                        }
+                        let key = shared_key(2 * i - 1);
+                        let value = value_for(&key, r as u64, round);
+                        if let Err(e) = ctx.put(tree, &key, &value).await {
+                            return f.add(format!("writer: put: {e}"));
+                        }
+                        if let Some(before) = slot.replace(i) {
+                            if let Err(e) = ctx.delete(tree, &shared_key(2 * before - 1)).await {
+                                return f.add(format!("writer: delete: {e}"));
+                            }
+                        }
+                    }
+                    flashtree::sched::yield_now().await;
+                }
+                return;
+            }
+            let mut value = Vec::new();
+            for j in 0..LOOKUPS_PER_READER {
+                // Distinct keys across readers and lookups, none the first.
+                let i = 1 + me as u64 + READERS as u64 * j;
+                let key = shared_key(2 * i);
+                reading[me].store(i, Relaxed);
+                match ctx.get(tree, &key, &mut value).await {
+                    Ok(true) if value == loaded_value(&key) => {}
+                    Ok(true) => {
+                        f.add(format!("reader {me}: {key:?}: another value {value:?}"));
+                        break;
+                    }
+                    Ok(false) => {
+                        f.add(format!("reader {me}: {key:?} missing"));
+                        break;
+                    }
+                    Err(e) => {
+                        f.add(format!("reader {me}: get: {e}"));
+                        break;
+                    }
+                }
+            }
+            readers_done.fetch_add(1, Relaxed);
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    db.check().unwrap();
+    db.close().unwrap();
+}
+
 #[test]
 fn multi_get_keeps_order_and_reports_absent_keys() {
     let dir = tempfile::tempdir().unwrap();

@@ -956,7 +956,23 @@ impl<B: NodeBytes> NodeView<B> {
                 high = mid;
             } else {
                 // SAFETY: as above.
-                match unsafe { self.compare_in_page(mid, suffix, word) } {
+                let stored_len = unsafe { self.slot_key_len_in_page(mid) };
+                // Equal heads. Where both suffixes end within the skipped
+                // bytes and the head, the slot alone orders them: the key's
+                // skipped bytes were checked against slot 0's above, every
+                // stored suffix starts with those, and the heads (zero
+                // padded) hold the rest, so the shorter is a prefix of the
+                // longer, whose extra bytes are zeros. No read of the heap:
+                // a lookup's last comparison in a leaf would otherwise wait
+                // for the entry's cache line, and then again for the value's
+                // lines after it.
+                let order = if stored_len.max(suffix.len()) <= skip + HEAD_BYTES {
+                    stored_len.cmp(&suffix.len())
+                } else {
+                    // SAFETY: as above.
+                    unsafe { self.compare_in_page(mid, suffix, word) }
+                };
+                match order {
                     Ordering::Less => low = mid + 1,
                     Ordering::Greater => high = mid,
                     Ordering::Equal => return (mid, true),
@@ -1053,6 +1069,21 @@ impl<B: NodeBytes> NodeView<B> {
             self.bytes
                 .read_in_page(NODE_HEADER_END + index * SLOT_BYTES + SLOT_HEAD)
         })
+    }
+
+    /// Stored key suffix length of slot `index`, from the slot alone (no
+    /// clamp: the caller compares it, it indexes nothing).
+    ///
+    /// # Safety
+    /// `index < SLOT_COUNT_MAX`.
+    #[inline(always)]
+    unsafe fn slot_key_len_in_page(self, index: usize) -> usize {
+        // SAFETY: as in `slot_head_in_page`.
+        let packed = u32::from_le_bytes(unsafe {
+            self.bytes
+                .read_in_page(NODE_HEADER_END + index * SLOT_BYTES + SLOT_PACKED)
+        });
+        Slot::unpack(packed, 0).key_len
     }
 
     /// How the stored key suffix of slot `index` orders against `suffix`,
@@ -2603,13 +2634,31 @@ mod tests {
         /// Keys over {0, 1, 2} up to 20 bytes long share long runs, end
         /// in zeros and extend each other: the cases where the one-word
         /// comparison of `lower_bound` (first 8 bytes padded with zeros,
-        /// then lengths or the rest) must still order like slices.
+        /// then lengths or the rest) must still order like slices. A stem
+        /// of `stem_len` bytes that every key (and most probes) starts with
+        /// gives the node a head skip, and with keys of up to `tail_most`
+        /// bytes after it, suffixes that end within the skip and the head,
+        /// which `lower_bound` orders from the slots alone.
         #[test]
         fn lower_bound_orders_like_slices(
             keys in proptest::collection::btree_set(proptest::collection::vec(0u8..3, 0..20), 0..60),
             probes in proptest::collection::vec(proptest::collection::vec(0u8..3, 0..20), 0..40),
             prefix_len in 0usize..6,
+            stem_len in 0usize..6,
+            tail_most in 1usize..21,
         ) {
+            let stem = vec![2u8; stem_len];
+            let with_stem = |k: &Vec<u8>| {
+                let mut key = stem.clone();
+                key.extend_from_slice(&k[..k.len().min(tail_most)]);
+                key
+            };
+            let keys: std::collections::BTreeSet<Vec<u8>> = keys.iter().map(with_stem).collect();
+            let probes: Vec<Vec<u8>> = probes
+                .iter()
+                .enumerate()
+                .map(|(i, p)| if i % 4 == 3 { p.clone() } else { with_stem(p) })
+                .collect();
             let prefix = vec![1u8; prefix_len];
             let (lower, upper) = if prefix_len == 0 {
                 (Vec::new(), Vec::new())

@@ -82,10 +82,19 @@ fn descend_from<'a>(
 /// Looks `key` up in `leaf`: copies the value into `out` and returns true if
 /// found, once the leaf validated.
 fn read_leaf(leaf: &GuardO<'_>, key: &[u8], out: &mut Vec<u8>) -> Result<bool, Restart> {
-    let n = racy_node(leaf);
-    let (slot, found) = n.lower_bound(key);
+    read_leaf_found(leaf, racy_node(leaf).lower_bound(key), out)
+}
+
+/// [`read_leaf`] with the leaf's `lower_bound` of the key already taken
+/// under `leaf`'s optimistic latch: trusted only if the check after the
+/// copy passes.
+fn read_leaf_found(
+    leaf: &GuardO<'_>,
+    (slot, found): (usize, bool),
+    out: &mut Vec<u8>,
+) -> Result<bool, Restart> {
     if found {
-        n.value_into(slot, out);
+        racy_node(leaf).value_into(slot, out);
     }
     leaf.check()?;
     Ok(found)
@@ -149,6 +158,8 @@ pub async fn lookup_interleaved(
     // Nodes of the level below `node`, estimated (read under the
     // optimistic latch: garbage only changes whether a yield is taken).
     let mut level_nodes = 1usize;
+    // Whether the descent yielded before reading `node`.
+    let mut yielded_into_node = false;
     let threshold_pages = YIELD_TUNER.with(|t| {
         let mut t = t.borrow_mut();
         t.lookup_started(Instant::now);
@@ -157,7 +168,20 @@ pub async fn lookup_interleaved(
     loop {
         let n = racy_node(&node);
         if n.is_leaf() {
-            let found = read_leaf(&node, key, out).map_err(LookupStop::Restart)?;
+            let (slot, found) = n.lower_bound(key);
+            if found && yielded_into_node {
+                // A leaf worth a yield is not in the core's caches, nor
+                // is its entry, which the search (slots only, for keys
+                // whose heads tell them apart) did not read: ask for the
+                // value's lines and yield once more, so that the copy
+                // does not wait for memory. (The slot is as trustworthy
+                // as the rest: the check after the copy validates the
+                // version it was read under.)
+                let value = n.value_range(slot);
+                node.prefetch_bytes(value.start, value.len());
+                crate::sched::yield_now().await;
+            }
+            let found = read_leaf_found(&node, (slot, found), out).map_err(LookupStop::Restart)?;
             if let Some(recorder) = recorder {
                 super::hint::record(recorder, node.pid());
             }
@@ -174,7 +198,8 @@ pub async fn lookup_interleaved(
         // header, slots and first entries are then one round trip to
         // memory, not one per dependent load of the search.
         next.prefetch();
-        if level_worth_a_yield(level_nodes, threshold_pages) {
+        yielded_into_node = level_worth_a_yield(level_nodes, threshold_pages);
+        if yielded_into_node {
             crate::sched::yield_now().await;
         }
         node = next;
