@@ -1,5 +1,5 @@
-//! `Db::compact`: a tree's leaves moved to consecutive page ids in key
-//! order. The contents never change, the tree stays valid, a second pass
+//! `Db::compact`: a tree's leaves filled and moved to consecutive page ids
+//! in key order. The contents never change, the tree stays valid, a second pass
 //! finds every parent in order, concurrent writers lose nothing, and
 //! bounded scans of a compacted tree read neighbouring leaves in one
 //! request (`DbStats::read_runs`). Tiny pools: the moves load, evict and
@@ -72,8 +72,19 @@ fn compaction_keeps_every_entry_and_puts_leaves_in_order() {
             shape.leaves_in_order * 4 < shape.leaves,
             "{durability:?}: random inserts left {shape:?}"
         );
+        let leaves_before = shape.leaves;
         let first = db.compact(tree).unwrap();
         let shape = db.check_tree_shape(tree).unwrap();
+        // The leaves were filled: fewer of them (random inserts leave
+        // them about 85% full).
+        assert!(
+            first.leaves_filled + first.leaves_emptied > 0,
+            "{durability:?}: {first:?}"
+        );
+        assert!(
+            shape.leaves * 100 <= leaves_before * 95,
+            "{durability:?}: {leaves_before} leaves before, {shape:?} after"
+        );
         assert_eq!(
             shape.leaves_in_order,
             shape.leaves - 1,
@@ -86,6 +97,11 @@ fn compaction_keeps_every_entry_and_puts_leaves_in_order() {
         db.check_tree(tree).unwrap();
         let second = db.compact(tree).unwrap();
         assert_eq!(second.leaves_moved, 0, "{durability:?}: {second:?}");
+        assert_eq!(
+            (second.leaves_filled, second.leaves_emptied),
+            (0, 0),
+            "{durability:?}: {second:?}"
+        );
         assert_eq!(
             second.parents_in_order, second.parents,
             "{durability:?}: {second:?}"

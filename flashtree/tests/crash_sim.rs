@@ -132,9 +132,11 @@ struct Totals {
     /// crash may keep, tear or drop, so the crashes land among them too.
     pages_discarded: u64,
     /// Compactions that ended before their crash (`Db::compact` returned
-    /// its statistics), and the leaves they moved.
+    /// its statistics), the leaves they moved, and the leaves they filled
+    /// from a neighbour or emptied into one.
     compactions: u64,
     leaves_moved: u64,
+    leaves_filled: u64,
     /// Crashes in the middle of a compaction: the disk fails from a random
     /// operation of the compaction or of the log flush after it on, then
     /// crashes.
@@ -246,6 +248,7 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
                     .map_err(|e| format!("cycle {cycle}: compact: {e}"))?;
                 totals.compactions += 1;
                 totals.leaves_moved += s.leaves_moved;
+                totals.leaves_filled += s.leaves_filled + s.leaves_emptied;
             }
         }
         totals.acknowledged += acknowledged as u64;
@@ -268,6 +271,7 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
                     Ok(s) => {
                         totals.compactions += 1;
                         totals.leaves_moved += s.leaves_moved;
+                        totals.leaves_filled += s.leaves_filled + s.leaves_emptied;
                     }
                     Err(_) => totals.compactions_failed += 1,
                 }
@@ -283,6 +287,7 @@ fn run_seed(seed: u64, totals: &mut Totals) -> Result<(), String> {
                     .map_err(|e| format!("cycle {cycle}: compact before the crash: {e}"))?;
                 totals.compactions += 1;
                 totals.leaves_moved += s.leaves_moved;
+                totals.leaves_filled += s.leaves_filled + s.leaves_emptied;
             }
         }
         let stats = db.stats();
@@ -443,7 +448,7 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
         }
     }
     eprintln!(
-        "crash_sim: {} seeds passed, {} failed ({panics} panics); {} crashes ({} during a close, {} during a compaction: the disk failed in {} of them, {} compactions returning its error; {} during recovery); {} acknowledged batches, 0 lost in passing seeds; {} batches recovered; {} leaf rebalances; {} pages discarded; {} compactions, {} leaves moved",
+        "crash_sim: {} seeds passed, {} failed ({panics} panics); {} crashes ({} during a close, {} during a compaction: the disk failed in {} of them, {} compactions returning its error; {} during recovery); {} acknowledged batches, 0 lost in passing seeds; {} batches recovered; {} leaf rebalances; {} pages discarded; {} compactions, {} leaves moved, {} filled or emptied",
         totals.seeds,
         failures.len(),
         totals.crashes,
@@ -457,7 +462,8 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
         totals.leaf_rebalances,
         totals.pages_discarded,
         totals.compactions,
-        totals.leaves_moved
+        totals.leaves_moved,
+        totals.leaves_filled
     );
     assert!(failures.is_empty(), "failing seeds: {failures:?}");
     // The workload reaches the step that moves entries between leaves
@@ -477,6 +483,12 @@ fn crashes_lose_no_acknowledged_batch_and_leave_a_prefix() {
         assert!(
             totals.leaves_moved > 0,
             "no compaction moved a leaf in {} seeds ({} compactions)",
+            totals.seeds,
+            totals.compactions
+        );
+        assert!(
+            totals.leaves_filled > 0,
+            "no compaction filled a leaf in {} seeds ({} compactions)",
             totals.seeds,
             totals.compactions
         );

@@ -29,8 +29,8 @@
 //! [`WorkerBuffer::alloc_reserved_page`]: crate::buffer::WorkerBuffer::alloc_reserved_page
 
 use super::node::{Node, MAX_KEY_BYTES};
-use super::tree::racy_node;
-use crate::buffer::{BufferManager, OpError, PageId, WorkerBuffer};
+use super::tree::{apply_rebalance, racy_node};
+use crate::buffer::{BufferManager, GuardX, OpError, PageId, WorkerBuffer};
 use crate::io::PAGE_SIZE;
 use std::ops::Range;
 
@@ -39,6 +39,11 @@ type OpResult<T> = std::result::Result<T, OpError>;
 /// Children moved in one logged step at most (each step also logs the
 /// parent: 17 pages, under `step::MAX_STEP_PAGES`).
 pub const MOVES_PER_STEP: usize = 16;
+
+/// Pairs of neighbouring leaves one fill step ([`fill_children`]) works
+/// on at most (each step logs the parent and the leaves it changed: 18
+/// pages, under `step::MAX_STEP_PAGES`).
+pub const FILLS_PER_STEP: usize = 16;
 
 /// An inner node whose children are leaves, as a compaction plans it.
 #[derive(Debug, Clone)]
@@ -161,4 +166,101 @@ pub fn move_children(
         *moved += 1;
     }
     Ok(Moved::Done)
+}
+
+/// What [`fill_children`] did, counted across its steps.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Fills {
+    /// Leaves that took entries from their right neighbour.
+    pub filled: u64,
+    /// Leaves whose entries all went to their right neighbour (a merge:
+    /// the leaf's page is freed).
+    pub emptied: u64,
+}
+
+/// Fills the leaves under parent `pid` from its child `slot` on, left to
+/// right: each leaf takes its right neighbour's first entries while they
+/// fit ([`Node::plan_fill_left`]), or gives the neighbour all of its own
+/// when they fit there ([`Node::merge_into_right`]; the leaf is freed and
+/// the neighbour goes on in its place). Random inserts leave leaves about
+/// 85% full; a filled tree's scans read fewer pages. At most
+/// [`FILLS_PER_STEP`] pairs per call; returns the slot to go on from, or
+/// None at the parent's last child (or when `pid` is not a parent of
+/// leaves any more). Every pair is a complete structure change under the
+/// exclusive latches of the parent and both leaves, so a call that stops
+/// for a page to read has left a consistent tree, and a retry from the
+/// same slot finds the pairs it did full already.
+pub fn fill_children(
+    bm: &BufferManager,
+    wb: &mut WorkerBuffer,
+    pid: PageId,
+    slot: usize,
+    fills: &mut Fills,
+) -> OpResult<Option<usize>> {
+    let _ = wb; // the step (if any) records the latched pages itself
+    let parent = bm.fix_optimistic(pid)?;
+    let is_inner = !racy_node(&parent).is_leaf();
+    parent.check()?;
+    if !is_inner {
+        return Ok(None);
+    }
+    let mut parent = parent.upgrade()?;
+    let mut slot = slot;
+    // The left leaf of the next pair, when this call latched it already
+    // (a page latched twice in one logged step is a conflict).
+    let mut carried: Option<GuardX<'_>> = None;
+    for _ in 0..FILLS_PER_STEP {
+        let p = Node::from_page(parent.page());
+        if slot >= p.count() {
+            return Ok(None);
+        }
+        let (left_pid, right_pid) = (p.child_at(slot), p.child_at(slot + 1));
+        let mut separator = Vec::with_capacity(MAX_KEY_BYTES);
+        p.key_into(slot, &mut separator);
+        let parent_has_room = p.has_space_for(MAX_KEY_BYTES, 8);
+        // (A merge needs a separator to spare: a parent left with one
+        // child would have none.)
+        let may_merge = p.count() >= 2;
+        let mut left = match carried.take() {
+            Some(guard) if guard.pid() == left_pid => guard,
+            _ => bm.fix_optimistic(left_pid)?.upgrade()?,
+        };
+        let mut right = bm.fix_optimistic(right_pid)?.upgrade()?;
+        let (l, r) = (Node::from_page(left.page()), Node::from_page(right.page()));
+        if !l.is_leaf()
+            || !r.is_leaf()
+            || l.upper_fence() != separator.as_slice()
+            || r.lower_fence() != separator.as_slice()
+        {
+            return Ok(None); // not a parent of leaves
+        }
+        if may_merge
+            && Node::from_page(left.page())
+                .merge_into_right(Node::from_page_mut(right.page_mut()), &separator)
+        {
+            left.free();
+            Node::from_page_mut(parent.page_mut()).remove_slot(slot);
+            fills.emptied += 1;
+            carried = Some(right); // now at `slot`
+            continue;
+        }
+        if parent_has_room {
+            let plan = Node::from_page(left.page()).plan_fill_left(Node::from_page(right.page()));
+            if let Some(plan) = plan {
+                apply_rebalance(&mut parent, slot, &mut left, &mut right, &plan)?;
+                fills.filled += 1;
+            }
+        }
+        if cfg!(debug_assertions) {
+            for page in [&left, &right, &parent] {
+                if let Err(e) = Node::from_page(page.page()).check_invariants() {
+                    panic!("page {} after a fill: {e}", page.pid());
+                }
+            }
+        }
+        drop(left);
+        carried = Some(right);
+        slot += 1;
+    }
+    Ok(Some(slot))
 }

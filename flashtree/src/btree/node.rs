@@ -364,7 +364,9 @@ pub struct Rebalance {
 
 /// Key head: the four bytes of `a ++ b` after its first `skip`, big
 /// endian, zero padded. Of keys that share their first `skip` bytes, heads
-/// order like the keys they come from (ties need a full comparison), so
+/// order like the keys they come from (ties need a full comparison,
+/// unless both suffixes end within the skip and the head: then the
+/// shorter is a prefix of the longer, see `lower_bound`), so
 /// most binary-search steps compare one integer held in the slot.
 fn head_of_parts(a: &[u8], b: &[u8], skip: usize) -> u32 {
     let mut head = [0u8; 4];
@@ -1923,6 +1925,70 @@ impl Node {
         best.map(|(_, plan)| plan)
     }
 
+    /// Leaves: how many of `right`'s first entries this leaf, its left
+    /// neighbour, can take (a compaction filling leaves): the plan that
+    /// leaves this leaf as full as it can be, with `right` keeping at
+    /// least one entry (a `right` that fits whole is a merge:
+    /// [`Node::merge_into_right`]). None when not one entry moves.
+    pub fn plan_fill_left(&self, right: &Node) -> Option<Rebalance> {
+        debug_assert!(self.is_leaf() && right.is_leaf());
+        debug_assert_eq!(self.upper_fence(), right.lower_fence());
+        let (left_count, right_count) = (self.count(), right.count());
+        let total = left_count + right_count;
+        if right_count < 2 {
+            return None;
+        }
+        // Bytes of item `i` of both leaves' entries in key order (slot,
+        // full key, value), and the sums of the items before each.
+        let item_bytes = |i: usize| {
+            let (key_len, value_len) = if i < left_count {
+                (self.key_len(i), self.slot(i).value_len)
+            } else {
+                let j = i - left_count;
+                (right.key_len(j), right.slot(j).value_len)
+            };
+            SLOT_BYTES + key_len + value_len
+        };
+        let mut before = Vec::with_capacity(total + 1);
+        before.push(0usize);
+        for i in 0..total {
+            before.push(before[i] + item_bytes(i));
+        }
+        let key_of = |i: usize, out: &mut Vec<u8>| {
+            if i < left_count {
+                self.key_into(i, out)
+            } else {
+                right.key_into(i - left_count, out)
+            }
+        };
+        let side_bytes = |lower: &[u8], upper: &[u8], items: Range<usize>| {
+            let prefix_len = common_prefix_len(lower, upper);
+            NODE_HEADER_END + lower.len() + upper.len() + before[items.end]
+                - before[items.start]
+                - items.len() * prefix_len
+        };
+        let (mut left_last, mut right_first) = (Vec::new(), Vec::new());
+        // The most entries the left leaf can keep, down to one more than
+        // it has.
+        for keeps in (left_count + 1..total).rev() {
+            key_of(keeps - 1, &mut left_last);
+            key_of(keeps, &mut right_first);
+            let separator = shortest_separator(&left_last, &right_first);
+            if separator.len() > MAX_KEY_BYTES {
+                continue;
+            }
+            if side_bytes(self.lower_fence(), &separator, 0..keeps) <= PAGE_SIZE
+                && side_bytes(&separator, right.upper_fence(), keeps..total) <= PAGE_SIZE
+            {
+                return Some(Rebalance {
+                    left_keeps: keeps,
+                    separator,
+                });
+            }
+        }
+        None
+    }
+
     /// Carries out [`Node::plan_rebalance`]'s plan (made on these two
     /// leaves, unchanged since): this leaf keeps the first
     /// `plan.left_keeps` of the two leaves' entries, `right` the rest, and
@@ -2771,6 +2837,71 @@ mod tests {
             let side: &mut Node = if key.as_slice() <= plan.separator.as_slice() { left } else { node };
             prop_assert!(side.insert(&key, &value).is_ok(), "the entry does not fit after rebalancing");
             check_invariants(side.as_page()).map_err(TestCaseError::fail)?;
+        }
+
+        /// Filling a leaf from its right neighbour keeps every entry and
+        /// the outer fences, leaves valid pages, and leaves the left one
+        /// full: a second plan moves nothing.
+        #[test]
+        fn fill_left_takes_what_fits_and_no_more(
+            prefix in prefix_strategy(),
+            seeds in seeds_strategy(),
+            removals in proptest::collection::vec(any::<u16>(), 0..12),
+        ) {
+            let (lower, upper) = fences(&prefix, true);
+            let mut page = new_page();
+            let node = init_leaf(&mut page, &lower, &upper);
+            let _ = fill_leaf(node, &prefix, &seeds);
+            if node.count() < 2 {
+                return Ok(());
+            }
+            let mut left_page = new_page();
+            let mut separator = Vec::new();
+            node.split(&mut left_page, &mut separator);
+            let left = Node::from_page_mut(&mut left_page);
+            // Room in the left leaf: remove some of its entries.
+            for r in removals {
+                if left.count() > 1 {
+                    let slot = usize::from(r) % left.count();
+                    left.remove_slot(slot);
+                }
+            }
+            let mut before = contents(left);
+            before.extend(contents(node));
+            let Some(plan) = left.plan_fill_left(node) else {
+                // Nothing moves only when the right leaf would empty, or
+                // when its first entry cannot join the left one: built
+                // here with the separator such a move would have, the
+                // two pages do not both fit.
+                let right: Vec<_> = contents(node).into_iter().collect();
+                if right.len() < 2 {
+                    return Ok(());
+                }
+                let moved = shortest_separator(&right[0].0, &right[1].0);
+                let (mut left_probe, mut right_probe) = (new_page(), new_page());
+                let l = init_leaf(&mut left_probe, &lower, &moved);
+                let left_fits = contents(left)
+                    .iter()
+                    .chain([(&right[0].0, &right[0].1)])
+                    .all(|(k, v)| l.insert(k, v).is_ok());
+                let r = init_leaf(&mut right_probe, &moved, &upper);
+                let right_fits = right[1..].iter().all(|(k, v)| r.insert(k, v).is_ok());
+                prop_assert!(!(left_fits && right_fits), "one entry could move, yet no plan");
+                return Ok(());
+            };
+            prop_assert!(plan.left_keeps > left.count());
+            left.apply_rebalance(node, &plan);
+            check_invariants(left.as_page()).map_err(TestCaseError::fail)?;
+            check_invariants(node.as_page()).map_err(TestCaseError::fail)?;
+            prop_assert!(node.count() >= 1);
+            let mut after = contents(left);
+            after.extend(contents(node));
+            prop_assert_eq!(after, before);
+            prop_assert_eq!(left.lower_fence(), lower.as_slice());
+            prop_assert_eq!(node.upper_fence(), upper.as_slice());
+            prop_assert_eq!(left.upper_fence(), plan.separator.as_slice());
+            prop_assert_eq!(node.lower_fence(), plan.separator.as_slice());
+            prop_assert!(left.plan_fill_left(node).is_none(), "a second fill moved more");
         }
 
         #[test]

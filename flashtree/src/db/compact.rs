@@ -3,7 +3,9 @@
 
 use super::worker::{run_logged_op, run_op};
 use super::{Db, Tree};
-use crate::btree::compact::{leaf_parent, move_children, Moved, MOVES_PER_STEP};
+use crate::btree::compact::{
+    fill_children, leaf_parent, move_children, Fills, Moved, FILLS_PER_STEP, MOVES_PER_STEP,
+};
 use crate::error::{Error, Result};
 use std::time::Instant;
 
@@ -19,6 +21,10 @@ pub struct CompactStats {
     pub parents_changed: u64,
     /// Leaves moved.
     pub leaves_moved: u64,
+    /// Leaves that took entries from their right neighbour (filling).
+    pub leaves_filled: u64,
+    /// Leaves whose entries all went to their right neighbour, freed.
+    pub leaves_emptied: u64,
     /// Wall time, in microseconds.
     pub micros: u64,
 }
@@ -59,6 +65,31 @@ impl Db {
                 let plan = run_op(&ctx.reads, |_| leaf_parent(&bm, root, &from)).await?;
                 let Some(plan) = plan else {
                     return Ok::<CompactStats, Error>(stats); // a tree of one leaf
+                };
+                // First fill the parent's leaves, left to right, then
+                // move them (the child list the moves plan is the
+                // filled one).
+                let mut fills = Fills::default();
+                let mut slot = Some(0);
+                while let Some(from_slot) = slot {
+                    let ahead_end = (from_slot + 4 * FILLS_PER_STEP).min(plan.children.len());
+                    if from_slot < ahead_end {
+                        let _ = super::worker::read_ahead(&plan.children[from_slot..ahead_end]);
+                    }
+                    slot = run_logged_op(&ctx.reads, logged, |wb| {
+                        fill_children(&bm, wb, plan.pid, from_slot, &mut fills)
+                    })
+                    .await?;
+                }
+                stats.leaves_filled += fills.filled;
+                stats.leaves_emptied += fills.emptied;
+                let plan = if fills == Fills::default() {
+                    plan
+                } else {
+                    match run_op(&ctx.reads, |_| leaf_parent(&bm, root, &from)).await? {
+                        Some(plan) => plan,
+                        None => return Ok(stats),
+                    }
                 };
                 stats.parents += 1;
                 if plan.in_order() {
