@@ -429,14 +429,17 @@ impl Engine for FlashtreeEngine {
             return Ok(None); // hash trees have no key order to compact
         }
         let (mut moved, mut parents, mut micros) = (0, 0, 0);
+        let (mut filled, mut emptied) = (0, 0);
         for &tree in self.trees.iter() {
             let stats = self.db.compact(tree).map_err(|e| format!("compact: {e}"))?;
             moved += stats.leaves_moved;
+            filled += stats.leaves_filled;
+            emptied += stats.leaves_emptied;
             parents += stats.parents;
             micros += stats.micros;
         }
         Ok(Some(format!(
-            "Db::compact of every tree: {moved} leaves moved under {parents} parents in {:.1} s",
+            "Db::compact of every tree: {filled} leaves filled from a neighbour and {emptied} emptied into one, {moved} moved under {parents} parents in {:.1} s",
             micros as f64 / 1e6
         )))
     }

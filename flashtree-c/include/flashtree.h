@@ -393,10 +393,11 @@ int ft_multi_get(const struct ft_db *db,
                  size_t *value_lens);
 
 /**
- * Moves the leaves of `tree` to consecutive page ids in key order (so
- * that scans out of memory read neighbouring leaves in one request) while
- * the store stays in use; *leaves_moved (if not NULL) gets how many moved
- * (0 when already in order). A hash tree gives FT_UNSUPPORTED.
+ * Fills the leaves of `tree` from their neighbours and moves them to
+ * consecutive page ids in key order (so that scans out of memory read
+ * fewer pages, neighbouring leaves in one request) while the store stays
+ * in use; *leaves_moved (if not NULL) gets how many moved (0 when already
+ * in order). A hash tree gives FT_UNSUPPORTED.
  *
  * # Safety
  * `db` must be NULL or an open handle; `leaves_moved` NULL or writable.

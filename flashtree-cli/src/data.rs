@@ -171,7 +171,9 @@ pub fn compact(args: CompactArgs) -> Result<(), String> {
             .compact(tree)
             .map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
         println!(
-            "{name}: {} leaves moved under {} parents ({} already in order, {} changed meanwhile) in {:.2} s",
+            "{name}: {} leaves filled from a neighbour and {} emptied into one, {} moved under {} parents ({} already in order, {} changed meanwhile) in {:.2} s",
+            stats.leaves_filled,
+            stats.leaves_emptied,
             stats.leaves_moved,
             stats.parents,
             stats.parents_in_order,

@@ -253,9 +253,10 @@ impl Tree {
         with_db(py, &self.shared, move |db| db.delete(tree, key))
     }
 
-    /// Moves the tree's leaves to consecutive page ids in key order, so
-    /// that scans out of memory read neighbouring leaves in one request;
-    /// returns the number of leaves moved (0 when already in order).
+    /// Fills the tree's leaves from their neighbours and moves them to
+    /// consecutive page ids in key order, so that scans out of memory read
+    /// fewer pages, neighbouring leaves in one request; returns the number
+    /// of leaves moved (0 when already in order).
     fn compact(&self, py: Python<'_>) -> PyResult<u64> {
         let tree = self.tree;
         with_db(py, &self.shared, move |db| {

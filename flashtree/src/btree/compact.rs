@@ -1,7 +1,11 @@
-//! Compaction: moving a tree's leaves to consecutive page ids in key order
-//! (`Db::compact`), so that a scan's neighbouring leaves are neighbours on
-//! the device too and its read-ahead reads several in one request
-//! (`WorkerBuffer::read_ahead`).
+//! Compaction: filling a tree's leaves and moving them to consecutive page
+//! ids in key order (`Db::compact`), so that a scan reads fewer pages, its
+//! neighbouring leaves are neighbours on the device too, and its
+//! read-ahead reads several in one request (`WorkerBuffer::read_ahead`).
+//!
+//! Before its leaves move, each parent's leaves are filled left to right
+//! ([`fill_children`]): a leaf takes its right neighbour's first entries
+//! while they fit, or gives it all of its own and is freed.
 //!
 //! Random inserts leave leaves wherever free space was when they split.
 //! Compaction walks the parents of the leaves (the inner nodes one level
@@ -21,6 +25,12 @@
 //!   latched, still points to it at the planned slot; any other change of
 //!   the parent's child list ends the parent's compaction
 //!   ([`Moved::Changed`]). Moves never change a key or a value.
+//! * [`fill_children`] changes a pair of leaves only under the exclusive
+//!   latches of the parent and both leaves, once it has seen that they
+//!   are the parent's children at `slot` and `slot + 1` and that both
+//!   fences between them equal the parent's separator; each pair leaves a
+//!   valid tree with the same entries (the parent gets the new separator,
+//!   or loses the emptied leaf's slot).
 //! * The new ids come from [`BufferManager::reserve_pages`]; each is taken
 //!   out of its reservation inside the step that logs the page
 //!   ([`WorkerBuffer::alloc_reserved_page`]).

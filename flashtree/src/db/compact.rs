@@ -1,5 +1,5 @@
-//! [`Db::compact`]: a tree's leaves moved to consecutive page ids in key
-//! order (`btree::compact` has the how and the contract).
+//! [`Db::compact`]: a tree's leaves filled and moved to consecutive page
+//! ids in key order (`btree::compact` has the how and the contract).
 
 use super::worker::{run_logged_op, run_op};
 use super::{Db, Tree};
@@ -30,15 +30,21 @@ pub struct CompactStats {
 }
 
 impl Db {
-    /// Moves the leaves of `tree` to consecutive page ids in key order, so
-    /// that a scan's read-ahead reads neighbouring leaves in one request
-    /// each (up to 16 pages, inside one stripe chunk). Random inserts
-    /// scatter leaves over the store; a compacted tree's scans out of
-    /// memory need several times fewer reads. Runs while other tasks read
+    /// Fills the leaves of `tree` and moves them to consecutive page ids in
+    /// key order, so that a scan's read-ahead reads neighbouring leaves in
+    /// one request each (up to 16 pages, inside one stripe chunk). Random
+    /// inserts leave leaves about 85% full and scatter them over the
+    /// store; under each parent, a leaf first takes its right neighbour's
+    /// first entries while they fit, or gives it all of its own (the
+    /// emptied leaf is freed), so a compacted tree has fewer leaves, and
+    /// its scans out of memory need several times fewer reads. A filled
+    /// leaf splits at its next insert. Runs while other tasks read
     /// and write the tree (a leaf that splits meanwhile leaves its parent
     /// partly moved: `CompactStats::parents_changed`), on one worker.
     ///
-    /// Cost: every leaf not in order is copied once to a new page id
+    /// Cost: every leaf not full is rewritten (logged whole when the
+    /// store has a log), and every leaf not in order is copied once to a
+    /// new page id
     /// (logged whole when the store has a log, and written back later),
     /// and the store's file grows by that many pages until the old ids,
     /// freed, are reused or given back to the device (a hole punched at
