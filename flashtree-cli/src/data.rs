@@ -171,13 +171,13 @@ pub fn compact(args: CompactArgs) -> Result<(), String> {
             .compact(tree)
             .map_err(|e| format!("{}: tree {name:?}: {e}", dir.display()))?;
         println!(
-            "{name}: {} leaves filled from a neighbour and {} emptied into one, {} moved under {} parents ({} already in order, {} changed meanwhile) in {:.2} s",
-            stats.leaves_filled,
-            stats.leaves_emptied,
+            "{name}: {} leaves moved under {} parents ({} already in order, {} changed meanwhile), {} filled from a neighbour, {} emptied into one, in {:.2} s",
             stats.leaves_moved,
             stats.parents,
             stats.parents_in_order,
             stats.parents_changed,
+            stats.leaves_filled,
+            stats.leaves_emptied,
             stats.micros as f64 / 1e6
         );
     }

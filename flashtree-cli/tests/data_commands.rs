@@ -572,6 +572,14 @@ fn compact_orders_leaves_and_changes_no_record() {
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no count for tree t in {out:?}"));
     assert!(moved > 100, "{out}");
+    let filled: u64 = out
+        .lines()
+        .find(|l| l.starts_with("t: "))
+        .and_then(|l| l.split("), ").nth(1))
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no fill count for tree t in {out:?}"));
+    assert!(filled > 0, "random inserts left no leaf to fill: {out}");
     assert!(out.contains("h: a hash tree"), "{out}");
     assert_eq!(ok(&flashtree(&["dump", d])), before);
     let order = |out: &str| -> f64 {
