@@ -95,7 +95,15 @@ fn compaction_keeps_every_entry_and_puts_leaves_in_order() {
         assert_eq!(first.parents_changed, 0, "{durability:?}: {first:?}");
         assert_eq!(contents(&db, tree), model, "{durability:?}");
         db.check_tree(tree).unwrap();
+        let images_before = db.stats().log_image_bytes;
         let second = db.compact(tree).unwrap();
+        // A compaction with nothing to do changes no page: it logs no
+        // page image.
+        assert_eq!(
+            db.stats().log_image_bytes,
+            images_before,
+            "{durability:?}: a compaction that moved nothing logged pages"
+        );
         assert_eq!(second.leaves_moved, 0, "{durability:?}: {second:?}");
         assert_eq!(
             (second.leaves_filled, second.leaves_emptied),

@@ -188,28 +188,34 @@ pub struct Fills {
     pub emptied: u64,
 }
 
-/// Fills the leaves under parent `pid` from its child `slot` on, left to
-/// right: each leaf takes its right neighbour's first entries while they
+/// Fills the leaves under the parent of the leaf covering `key` in the
+/// tree of `root`, from its child `slot` on, left to right: each leaf takes its right neighbour's first entries while they
 /// fit ([`Node::plan_fill_left`]), or gives the neighbour all of its own
 /// when they fit there ([`Node::merge_into_right`]; the leaf is freed and
 /// the neighbour goes on in its place). Random inserts leave leaves about
 /// 85% full; a filled tree's scans read fewer pages. At most
 /// [`FILLS_PER_STEP`] pairs per call; returns the slot to go on from, or
-/// None at the parent's last child (or when `pid` is not a parent of
-/// leaves any more). Every pair is a complete structure change under the
+/// None at the parent's last child (or when the tree has no parent of
+/// leaves there). Every pair is a complete structure change under the
 /// exclusive latches of the parent and both leaves, so a call that stops
 /// for a page to read has left a consistent tree, and a retry from the
 /// same slot finds the pairs it did full already.
 pub fn fill_children(
     bm: &BufferManager,
     wb: &mut WorkerBuffer,
-    pid: PageId,
+    (root, key): (PageId, &[u8]),
     slot: usize,
     fills: &mut Fills,
 ) -> OpResult<Option<usize>> {
     let _ = wb; // the step (if any) records the latched pages itself
-    let parent = bm.fix_optimistic(pid)?;
-    let is_inner = !racy_node(&parent).is_leaf();
+                // Found again on every attempt: between two steps a delete's merge
+                // may free the parent (then its id would only read as busy), and its
+                // leaves go on under another.
+    let Some(plan) = leaf_parent(bm, root, key)? else {
+        return Ok(None);
+    };
+    let parent = bm.fix_optimistic(plan.pid)?;
+    let is_inner = racy_node(&parent).page_kind() == super::node::PAGE_KIND_INNER;
     parent.check()?;
     if !is_inner {
         return Ok(None);
@@ -244,10 +250,16 @@ pub fn fill_children(
         {
             return Ok(None); // not a parent of leaves
         }
+        // The fit is asked first: `page_mut` marks a page changed (a
+        // logged image, a write-back) whether or not anything moves.
         if may_merge
             && Node::from_page(left.page())
-                .merge_into_right(Node::from_page_mut(right.page_mut()), &separator)
+                .merged_bytes(Node::from_page(right.page()), &separator)
+                .is_some()
         {
+            let merged = Node::from_page(left.page())
+                .merge_into_right(Node::from_page_mut(right.page_mut()), &separator);
+            assert!(merged, "page {}: a merge that fits failed", left.pid());
             left.free();
             Node::from_page_mut(parent.page_mut()).remove_slot(slot);
             fills.emptied += 1;

@@ -1772,14 +1772,10 @@ impl Node {
         self.bytes[COMMON_HEADER_END..].copy_from_slice(&temp[COMMON_HEADER_END..]);
     }
 
-    /// Merges this node (the left sibling) into `right` if all entries fit:
-    /// `right` then holds both nodes' entries with fences (self.lower,
-    /// right.upper) and the caller removes the parent's separator for `self`
-    /// and frees `self`'s page. `separator` is the parent's separator between
-    /// the two (equal to `self`'s upper and `right`'s lower fence); inner
-    /// nodes pull it down as the key for `self`'s upper child. Returns false,
-    /// and changes nothing, if the merged node would not fit.
-    pub fn merge_into_right(&self, right: &mut Node, separator: &[u8]) -> bool {
+    /// Bytes the node [`Node::merge_into_right`] would make of this node
+    /// and `right`, or None if it would not fit in a page (reads only: a
+    /// caller can ask before it takes `right` for writing).
+    pub fn merged_bytes(&self, right: &Node, separator: &[u8]) -> Option<usize> {
         debug_assert_eq!(self.page_kind(), right.page_kind());
         debug_assert_eq!(self.upper_fence(), separator);
         debug_assert_eq!(right.lower_fence(), separator);
@@ -1798,9 +1794,24 @@ impl Node {
         if inner {
             needed_bytes += separator.len().saturating_sub(prefix_len) + CHILD_BYTES;
         }
-        if needed_bytes > PAGE_SIZE {
+        (needed_bytes <= PAGE_SIZE).then_some(needed_bytes)
+    }
+
+    /// Merges this node (the left sibling) into `right` if all entries fit:
+    /// `right` then holds both nodes' entries with fences (self.lower,
+    /// right.upper) and the caller removes the parent's separator for `self`
+    /// and frees `self`'s page. `separator` is the parent's separator between
+    /// the two (equal to `self`'s upper and `right`'s lower fence); inner
+    /// nodes pull it down as the key for `self`'s upper child. Returns false,
+    /// and changes nothing, if the merged node would not fit.
+    pub fn merge_into_right(&self, right: &mut Node, separator: &[u8]) -> bool {
+        let Some(needed_bytes) = self.merged_bytes(right, separator) else {
             return false;
-        }
+        };
+        let inner = !self.is_leaf();
+        let lower = self.lower_fence();
+        let upper = right.upper_fence();
+        let prefix_len = common_prefix_len(lower, upper);
 
         let mut temp = [0u8; PAGE_SIZE];
         let merged = init_page(

@@ -933,8 +933,13 @@ fn merge(bm: &BufferManager, root: PageId, pid: PageId, key: &[u8]) -> OpResult<
     let mut parent = parent.upgrade()?;
     let left = left.upgrade()?;
     let mut right = right.upgrade()?;
-    if !Node::from_page(left.page())
-        .merge_into_right(Node::from_page_mut(right.page_mut()), &separator)
+    // The fit first: `page_mut` marks `right` changed (a logged image, a
+    // write-back) even when the merge does not happen.
+    if Node::from_page(left.page())
+        .merged_bytes(Node::from_page(right.page()), &separator)
+        .is_none()
+        || !Node::from_page(left.page())
+            .merge_into_right(Node::from_page_mut(right.page_mut()), &separator)
     {
         return Ok(());
     }

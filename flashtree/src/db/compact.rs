@@ -78,12 +78,16 @@ impl Db {
                 let mut fills = Fills::default();
                 let mut slot = Some(0);
                 while let Some(from_slot) = slot {
-                    let ahead_end = (from_slot + 4 * FILLS_PER_STEP).min(plan.children.len());
-                    if from_slot < ahead_end {
-                        let _ = super::worker::read_ahead(&plan.children[from_slot..ahead_end]);
+                    // The planned list still has the leaves that merges
+                    // emptied (freed, read as busy: they would stop the
+                    // read-ahead), so the window starts that much later.
+                    let ahead_start = (from_slot + fills.emptied as usize).min(plan.children.len());
+                    let ahead_end = (ahead_start + 4 * FILLS_PER_STEP).min(plan.children.len());
+                    if ahead_start < ahead_end {
+                        let _ = super::worker::read_ahead(&plan.children[ahead_start..ahead_end]);
                     }
                     slot = run_logged_op(&ctx.reads, logged, |wb| {
-                        fill_children(&bm, wb, plan.pid, from_slot, &mut fills)
+                        fill_children(&bm, wb, (root, &from), from_slot, &mut fills)
                     })
                     .await?;
                 }
