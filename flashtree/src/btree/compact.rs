@@ -119,18 +119,26 @@ pub enum Moved {
     Changed,
 }
 
-/// Moves the children `range` of `plan` (by slot) to the ids `first +
-/// slot`, reserved with `BufferManager::reserve_pages`, counting each
+/// Moves the children `range` of `plan` (the parent of the leaf covering
+/// `key` in the tree of `root`, by slot) to the ids `first + slot`, reserved with `BufferManager::reserve_pages`, counting each
 /// move in `moved`. Children already there are skipped, so an attempt
 /// that returned a restart halfway goes on where it stopped.
 pub fn move_children(
     bm: &BufferManager,
     wb: &mut WorkerBuffer,
+    (root, key): (PageId, &[u8]),
     plan: &LeafParent,
     range: Range<usize>,
     first: PageId,
     moved: &mut u64,
 ) -> OpResult<Moved> {
+    // The parent of the leaf covering `key` must still be the planned
+    // one: a delete's merge may have freed it since (a freed id would only
+    // read as busy, for ever).
+    match leaf_parent(bm, root, key)? {
+        Some(now) if now.pid == plan.pid => {}
+        _ => return Ok(Moved::Changed),
+    }
     let parent = bm.fix_optimistic(plan.pid)?;
     let n = racy_node(&parent);
     let same = !n.is_leaf()

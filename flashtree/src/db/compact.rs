@@ -119,7 +119,15 @@ impl Db {
                         let _ = super::worker::read_ahead(&plan.children[start..ahead_end]);
                         let mut moved = 0;
                         outcome = run_logged_op(&ctx.reads, logged, |wb| {
-                            move_children(&bm, wb, &plan, range.clone(), first, &mut moved)
+                            move_children(
+                                &bm,
+                                wb,
+                                (root, &from),
+                                &plan,
+                                range.clone(),
+                                first,
+                                &mut moved,
+                            )
                         })
                         .await;
                         stats.leaves_moved += moved;
