@@ -120,8 +120,9 @@ pub enum Moved {
 }
 
 /// Moves the children `range` of `plan` (the parent of the leaf covering
-/// `key` in the tree of `root`, by slot) to the ids `first + slot`, reserved with `BufferManager::reserve_pages`, counting each
-/// move in `moved`. Children already there are skipped, so an attempt
+/// `key` in the tree of `root`, by slot) to the ids `first + slot`,
+/// reserved with `BufferManager::reserve_pages`, counting each move in
+/// `moved`. Children already there are skipped, so an attempt
 /// that returned a restart halfway goes on where it stopped.
 pub fn move_children(
     bm: &BufferManager,
@@ -197,8 +198,9 @@ pub struct Fills {
 }
 
 /// Fills the leaves under the parent of the leaf covering `key` in the
-/// tree of `root`, from its child `slot` on, left to right: each leaf takes its right neighbour's first entries while they
-/// fit ([`Node::plan_fill_left`]), or gives the neighbour all of its own
+/// tree of `root`, from its child `slot` on, left to right: each leaf
+/// takes its right neighbour's first entries while they fit
+/// ([`Node::plan_fill_left`]), or gives the neighbour all of its own
 /// when they fit there ([`Node::merge_into_right`]; the leaf is freed and
 /// the neighbour goes on in its place). Random inserts leave leaves about
 /// 85% full; a filled tree's scans read fewer pages. At most
@@ -215,10 +217,11 @@ pub fn fill_children(
     slot: usize,
     fills: &mut Fills,
 ) -> OpResult<Option<usize>> {
-    let _ = wb; // the step (if any) records the latched pages itself
-                // Found again on every attempt: between two steps a delete's merge
-                // may free the parent (then its id would only read as busy), and its
-                // leaves go on under another.
+    // The step (if any) records the latched pages itself.
+    let _ = wb;
+    // Found again on every attempt: between two steps a delete's merge
+    // may free the parent (then its id would only read as busy), and its
+    // leaves go on under another.
     let Some(plan) = leaf_parent(bm, root, key)? else {
         return Ok(None);
     };

@@ -42,11 +42,9 @@ impl Db {
     /// and write the tree (a leaf that splits meanwhile leaves its parent
     /// partly moved: `CompactStats::parents_changed`), on one worker.
     ///
-    /// Cost: every leaf not full is rewritten (logged whole when the
-    /// store has a log), and every leaf not in order is copied once to a
-    /// new page id
-    /// (logged whole when the store has a log, and written back later),
-    /// and the store's file grows by that many pages until the old ids,
+    /// Cost: every leaf not full is rewritten and every leaf not in order
+    /// is copied once to a new page id (each logged whole when the store
+    /// has a log, and written back later), and the store's file grows by that many pages until the old ids,
     /// freed, are reused or given back to the device (a hole punched at
     /// the next checkpoint, or at close). A tree already in order costs a
     /// walk over its leaves' parents. Hash trees have no key order:
