@@ -1523,3 +1523,73 @@ fn blocking_calls_inside_own_tasks_are_refused() {
     db.put(tree, b"k", b"v").unwrap();
     assert_eq!(db.get(tree, b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+/// Checkpoints that run while tasks wait for their commits keep at most
+/// one run of 16 pages in flight, so that the log the commits wait for
+/// gets the device (each log sync also flushes the device's cache of page
+/// writes). 64 tasks commit small puts over 20,000 keys (about 300
+/// leaves in a 2 MiB pool, so the page pass has many runs to write) with
+/// a checkpoint every 256 KiB of log; afterwards every task's last value
+/// must be there, and the page passes must have held writes back. With
+/// the pass writing four runs at a time regardless,
+/// `checkpoint_writes_held` stays 0 and this fails.
+#[test]
+fn checkpoint_writes_leave_the_device_to_the_log_while_commits_wait() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = Options {
+        checkpoint_log_bytes: 256 << 10,
+        ..tiny(1, 512)
+    };
+    let db = Db::open(dir.path(), options.clone()).unwrap();
+    let tree = db.tree("paced").unwrap();
+    let keys = 20_000u64;
+    let tasks = 64usize;
+    let puts_per_task = 600u64;
+    let failures = Failures::default();
+    let f = failures.clone();
+    db.run(tasks, move |ctx| {
+        let f = f.clone();
+        async move {
+            let t = ctx.task_index() as u64;
+            for n in 0..puts_per_task {
+                // Task t writes keys t, t + 64, ...: disjoint from the others.
+                let i = (t + (n * 7919 % (keys / tasks as u64)) * tasks as u64) % keys;
+                let value = [(t as u8) ^ (n as u8); 40];
+                if let Err(e) = ctx.put(tree, &i.to_be_bytes(), &value).await {
+                    return f.add(format!("task {t}: put {n}: {e}"));
+                }
+            }
+        }
+    })
+    .unwrap();
+    failures.assert_none();
+    let stats = db.stats();
+    assert!(
+        stats.checkpoints > 2,
+        "expected several checkpoints, got {}",
+        stats.checkpoints
+    );
+    assert!(
+        stats.checkpoint_writes_held > 0,
+        "no checkpoint write was held back while commits waited ({} checkpoints)",
+        stats.checkpoints
+    );
+    // Every task's last put of each of its keys.
+    let mut expected = BTreeMap::new();
+    for t in 0..tasks as u64 {
+        for n in 0..puts_per_task {
+            let i = (t + (n * 7919 % (keys / tasks as u64)) * tasks as u64) % keys;
+            expected.insert(i, [(t as u8) ^ (n as u8); 40]);
+        }
+    }
+    db.close().unwrap();
+    let db = Db::open(dir.path(), options).unwrap();
+    let tree = db.tree("paced").unwrap();
+    for (i, value) in &expected {
+        assert_eq!(
+            db.get(tree, &i.to_be_bytes()).unwrap().as_deref(),
+            Some(&value[..]),
+            "key {i}"
+        );
+    }
+}

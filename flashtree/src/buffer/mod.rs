@@ -93,6 +93,15 @@ const CHECKPOINT_WINDOW_FRAMES: usize = 65_536;
 const CHECKPOINT_RUN_PAGES: usize = 16;
 /// Most checkpoint writes in flight per worker.
 const CHECKPOINT_WRITES_IN_FLIGHT: usize = 4;
+/// Most pages in the checkpoint writes in flight per worker while some of
+/// its tasks wait for their commits to become durable (one full run).
+/// Each log sync flushes the device's write cache, page writes included,
+/// and a checkpoint begins with a burst of page images in the log (each
+/// page's first change after its start): the page pass then leaves the
+/// rest of the device to the log (see `docs/ARCHITECTURE.md`,
+/// Checkpoints). Short runs of scattered pages still go out several at a
+/// time, as an out-of-memory store's pass needs.
+const CHECKPOINT_PAGES_IN_FLIGHT_WHILE_COMMITS_WAIT: usize = CHECKPOINT_RUN_PAGES;
 /// Bit of a request's user_data marking a checkpoint's write of a run of
 /// pages (the low bits: the staging slot).
 const CHECKPOINT_WRITE_TAG: u64 = 1 << 59;
@@ -1177,6 +1186,10 @@ pub struct WorkerIoStats {
     /// Full leaves that moved entries to a neighbour instead of splitting
     /// (a batch step that rolled back afterwards counts too).
     pub leaf_rebalances: u64,
+    /// Times a checkpoint's page pass held back a write because tasks
+    /// waited for their commits and its writes in flight already held
+    /// [`CHECKPOINT_PAGES_IN_FLIGHT_WHILE_COMMITS_WAIT`] pages.
+    pub checkpoint_writes_held: u64,
 }
 
 /// Most requests on a worker's inline log channel: a flush writes at
@@ -2377,6 +2390,9 @@ impl WorkerBuffer {
     /// KiB) through a staging buffer: on a device with a volatile write
     /// cache, a stream of small random writes makes every log sync wait
     /// much longer than the same bytes written in large sequential runs.
+    /// While tasks of this worker wait for their commits, the writes in
+    /// flight hold at most one run's worth of pages (16) between them,
+    /// else up to four runs.
     /// A page stays exclusively latched until its write completes (its
     /// frame cannot be evicted or changed meanwhile). A page latched by a
     /// task, or changed by a group that is not durable yet (the
@@ -2404,11 +2420,24 @@ impl WorkerBuffer {
         let durable_below = bm.wal.durable_below();
         let chunk_bytes = bm.storage().chunk_bytes();
         let mut examined = 0;
+        // Commits waiting for the log get most of the device.
+        let commits_wait = !self.commit_waiters.is_empty();
         // Keep room in the channel for the tasks' reads and the log.
         while examined < CHECKPOINT_PAGES_PER_STEP
             && self.checkpoint_pending_at < self.checkpoint_pending.len()
             && self.channel.free() > 16
         {
+            let run_pages = if commits_wait {
+                let in_flight: usize = self.checkpoint_slots.iter().map(Vec::len).sum();
+                let room = CHECKPOINT_PAGES_IN_FLIGHT_WHILE_COMMITS_WAIT.saturating_sub(in_flight);
+                if room == 0 {
+                    self.stats.checkpoint_writes_held += 1;
+                    break;
+                }
+                room.min(CHECKPOINT_RUN_PAGES)
+            } else {
+                CHECKPOINT_RUN_PAGES
+            };
             let Some(slot) = self
                 .checkpoint_slots
                 .iter()
@@ -2418,7 +2447,7 @@ impl WorkerBuffer {
             };
             let mut pages = std::mem::take(&mut self.checkpoint_slots[slot]);
             let buf = &mut self.checkpoint_bufs[slot];
-            while pages.len() < CHECKPOINT_RUN_PAGES && examined < CHECKPOINT_PAGES_PER_STEP {
+            while pages.len() < run_pages && examined < CHECKPOINT_PAGES_PER_STEP {
                 let Some(&(pid, frame)) = self.checkpoint_pending.get(self.checkpoint_pending_at)
                 else {
                     break;

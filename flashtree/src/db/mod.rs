@@ -248,6 +248,11 @@ pub struct DbStats {
     /// Full leaves that moved entries to a neighbour instead of splitting
     /// (a batch step that rolled back afterwards counts too).
     pub leaf_rebalances: u64,
+    /// Times a checkpoint's page pass held back a page write so that the
+    /// log, which commits waited for, had the device: while a worker's
+    /// tasks wait for commits, its checkpoint writes in flight hold at
+    /// most 16 pages between them (else up to four runs of 16).
+    pub checkpoint_writes_held: u64,
     /// What recovery did at open.
     pub recovery: RecoveryStats,
 }
@@ -966,6 +971,7 @@ impl Db {
             stats.log_room_waits += w.log_room_waits.load(Ordering::Relaxed);
             stats.frame_waits += w.frame_waits.load(Ordering::Relaxed);
             stats.leaf_rebalances += w.leaf_rebalances.load(Ordering::Relaxed);
+            stats.checkpoint_writes_held += w.checkpoint_writes_held.load(Ordering::Relaxed);
         }
         let state = self.state.lock().unwrap_or_else(|e| e.into_inner());
         stats.checkpoints = 1 + self.inner.bm.wal().checkpoints.completed();

@@ -49,6 +49,7 @@ pub(crate) struct WorkerShared {
     pub(crate) log_room_waits: AtomicU64,
     pub(crate) frame_waits: AtomicU64,
     pub(crate) leaf_rebalances: AtomicU64,
+    pub(crate) checkpoint_writes_held: AtomicU64,
     /// Some task of this worker waits for a commit to become durable:
     /// workers whose log becomes durable wake this one.
     commit_waiting: AtomicBool,
@@ -120,6 +121,8 @@ impl WorkerShared {
         self.frame_waits.store(stats.frame_waits, Ordering::Relaxed);
         self.leaf_rebalances
             .store(stats.leaf_rebalances, Ordering::Relaxed);
+        self.checkpoint_writes_held
+            .store(stats.checkpoint_writes_held, Ordering::Relaxed);
         if let Some(log) = wb.log() {
             self.log_groups.store(log.stats.groups, Ordering::Relaxed);
             self.log_syncs.store(log.stats.syncs, Ordering::Relaxed);
