@@ -11,7 +11,7 @@
 
 use crate::util::{parse_list, parse_size_bytes, progress_bar, usage_error};
 use flashtree::db::{Db, Durability, Options, RecoveryProgress, TaskCtx, WriteBatch, WriteOptions};
-use flashtree_peers::sys::process_cpu_s;
+use flashtree_peers::sys::{parse_cores, pin_process_to, process_cpu_s};
 use hdrhistogram::Histogram;
 use rand::{Rng, SeedableRng};
 use std::io::{BufRead, BufReader};
@@ -67,6 +67,15 @@ pub struct CommitArgs {
     /// median (this machine's sync latency swings between phases).
     #[arg(long, default_value_t = 1)]
     pub rounds: usize,
+    /// Cores the whole process runs on, as `taskset -c` pins it (e.g. 0,
+    /// or 0-1; empty: not pinned), like `bench compare --cores`. The
+    /// worker, io_uring's threads that run the log's `fdatasync`s and the
+    /// device phases all run there. Unpinned, on this repository's test
+    /// machine, the open loop's p99 ratio was about twice as high (13.5×
+    /// against 5–6× median): waking a thread on another, idle virtual
+    /// CPU made each sync slower.
+    #[arg(long, default_value = "0")]
+    pub cores: String,
     /// Print one JSON object per result instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -446,6 +455,8 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
         ));
     }
     let pool_bytes = parse_size_bytes(&args.pool).map_err(usage_error)?;
+    let cores = parse_cores(&args.cores).map_err(|e| usage_error(format!("--cores: {e}")))?;
+    pin_process_to(&cores)?;
     let _ = std::fs::remove_dir_all(&args.path);
     let options = Options {
         pool_bytes,
