@@ -69,8 +69,9 @@ pub struct CommitArgs {
     pub rounds: usize,
     /// Cores the whole process runs on, as `taskset -c` pins it (e.g. 0,
     /// or 0-1; empty: not pinned), like `bench compare --cores`. The
-    /// worker, io_uring's threads that run the log's `fdatasync`s and the
-    /// device phases all run there. Unpinned, on this repository's test
+    /// worker, io_uring's threads that run the log's `fdatasync`s (on
+    /// Linux 6.18 they inherit the process's CPU affinity) and the device
+    /// phases all run there. Unpinned, on this repository's test
     /// machine, the open loop's p99 ratio was about twice as high (13.5×
     /// against 5–6× median): waking a thread on another, idle virtual
     /// CPU made each sync slower.
@@ -456,7 +457,12 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
     }
     let pool_bytes = parse_size_bytes(&args.pool).map_err(usage_error)?;
     let cores = parse_cores(&args.cores).map_err(|e| usage_error(format!("--cores: {e}")))?;
-    pin_process_to(&cores)?;
+    pin_process_to(&cores).map_err(|e| {
+        format!(
+            "--cores {}: {e} (is that core available to this process? --cores '' does not pin)",
+            args.cores
+        )
+    })?;
     let _ = std::fs::remove_dir_all(&args.path);
     let options = Options {
         pool_bytes,

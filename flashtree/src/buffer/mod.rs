@@ -100,7 +100,8 @@ const CHECKPOINT_WRITES_IN_FLIGHT: usize = 4;
 /// page's first change after its start): the page pass then leaves the
 /// rest of the device to the log (see `docs/ARCHITECTURE.md`,
 /// Checkpoints). Short runs of scattered pages still go out several at a
-/// time, as an out-of-memory store's pass needs.
+/// time, as an out-of-memory store's pass needs; a full run waits until
+/// nothing else is in flight rather than go out in pieces.
 const CHECKPOINT_PAGES_IN_FLIGHT_WHILE_COMMITS_WAIT: usize = CHECKPOINT_RUN_PAGES;
 /// Bit of a request's user_data marking a checkpoint's write of a run of
 /// pages (the low bits: the staging slot).
@@ -1186,9 +1187,9 @@ pub struct WorkerIoStats {
     /// Full leaves that moved entries to a neighbour instead of splitting
     /// (a batch step that rolled back afterwards counts too).
     pub leaf_rebalances: u64,
-    /// Times a checkpoint's page pass held back a write because tasks
-    /// waited for their commits and its writes in flight already held
-    /// [`CHECKPOINT_PAGES_IN_FLIGHT_WHILE_COMMITS_WAIT`] pages.
+    /// Steps in which a checkpoint's page pass stopped early because tasks
+    /// waited for their commits and its writes in flight held 16 pages, or
+    /// the next run would not fit beside them.
     pub checkpoint_writes_held: u64,
 }
 
@@ -2427,10 +2428,24 @@ impl WorkerBuffer {
             && self.checkpoint_pending_at < self.checkpoint_pending.len()
             && self.channel.free() > 16
         {
+            let in_flight: usize = self.checkpoint_slots.iter().map(Vec::len).sum();
             let run_pages = if commits_wait {
-                let in_flight: usize = self.checkpoint_slots.iter().map(Vec::len).sum();
                 let room = CHECKPOINT_PAGES_IN_FLIGHT_WHILE_COMMITS_WAIT.saturating_sub(in_flight);
-                if room == 0 {
+                // A run longer than the room waits for it rather than go
+                // out cut into pieces (the pending pages are sorted and
+                // distinct, so the page `room` places on being `room` ids
+                // on, in the same chunk, means they all are there).
+                let run_cut = in_flight > 0
+                    && room < CHECKPOINT_RUN_PAGES
+                    && self.checkpoint_pending[self.checkpoint_pending_at..]
+                        .get(room)
+                        .is_some_and(|&(pid, _)| {
+                            let first = self.checkpoint_pending[self.checkpoint_pending_at].0;
+                            pid == first + room as u64
+                                && (pid * PAGE_SIZE as u64) / chunk_bytes
+                                    == (first * PAGE_SIZE as u64) / chunk_bytes
+                        });
+                if room == 0 || run_cut {
                     self.stats.checkpoint_writes_held += 1;
                     break;
                 }
@@ -2485,6 +2500,12 @@ impl WorkerBuffer {
             } else {
                 WriteClass::DataCold
             };
+            assert!(
+                !commits_wait
+                    || in_flight + pages.len() <= CHECKPOINT_PAGES_IN_FLIGHT_WHILE_COMMITS_WAIT,
+                "checkpoint writes of {} pages in flight while commits wait",
+                in_flight + pages.len()
+            );
             let req = IoRequest::write(
                 pages[0].0 * PAGE_SIZE as u64,
                 buf.as_mut_ptr(),

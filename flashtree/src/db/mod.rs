@@ -248,7 +248,7 @@ pub struct DbStats {
     /// Full leaves that moved entries to a neighbour instead of splitting
     /// (a batch step that rolled back afterwards counts too).
     pub leaf_rebalances: u64,
-    /// Times a checkpoint's page pass held back a page write so that the
+    /// Steps in which a checkpoint's page pass stopped early so that the
     /// log, which commits waited for, had the device: while a worker's
     /// tasks wait for commits, its checkpoint writes in flight hold at
     /// most 16 pages between them (else up to four runs of 16).
