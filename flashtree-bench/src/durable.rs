@@ -72,9 +72,8 @@ pub struct CommitArgs {
     /// worker, io_uring's threads that run the log's `fdatasync`s (on
     /// Linux 6.18 they inherit the process's CPU affinity) and the device
     /// phases all run there. Unpinned, on this repository's test
-    /// machine, the open loop's p99 ratio was about twice as high (13.5×
-    /// against 5–6× median): waking a thread on another, idle virtual
-    /// CPU made each sync slower.
+    /// machine, the open loop's p99 ratio was about twice as high
+    /// (`docs/ARCHITECTURE.md`, "The life of a commit").
     #[arg(long, default_value = "0")]
     pub cores: String,
     /// Print one JSON object per result instead of the table.

@@ -938,11 +938,12 @@ fn merge(bm: &BufferManager, root: PageId, pid: PageId, key: &[u8]) -> OpResult<
     if Node::from_page(left.page())
         .merged_bytes(Node::from_page(right.page()), &separator)
         .is_none()
-        || !Node::from_page(left.page())
-            .merge_into_right(Node::from_page_mut(right.page_mut()), &separator)
     {
         return Ok(());
     }
+    let merged = Node::from_page(left.page())
+        .merge_into_right(Node::from_page_mut(right.page_mut()), &separator);
+    assert!(merged, "page {}: a merge that fits failed", left.pid());
     left.free();
     let parent_pid = parent.pid();
     let p = Node::from_page_mut(parent.page_mut());

@@ -157,6 +157,12 @@ fn claim_for_checkpoint(
     Claim::Latched(page)
 }
 
+/// True when pages `a` and `b` lie in the same stripe chunk of
+/// `chunk_bytes` (one request may span neighbouring pages only there).
+fn same_chunk(a: PageId, b: PageId, chunk_bytes: u64) -> bool {
+    (a * PAGE_SIZE as u64) / chunk_bytes == (b * PAGE_SIZE as u64) / chunk_bytes
+}
+
 /// What a checkpoint's page pass found a page to be.
 enum Claim<'a> {
     /// Gone from its frame, or clean: nothing to write.
@@ -1711,9 +1717,6 @@ impl WorkerBuffer {
             1 => u64::MAX,
             _ => self.bm.storage().chunk_bytes(),
         };
-        let same_chunk = |a: PageId, b: PageId| {
-            (a * PAGE_SIZE as u64) / chunk_bytes == (b * PAGE_SIZE as u64) / chunk_bytes
-        };
         let mut at = 0;
         while at < pids.len() {
             // The run of consecutive ids from `at`.
@@ -1722,7 +1725,7 @@ impl WorkerBuffer {
             while at + len < pids.len()
                 && len < READ_RUN_MOST_PAGES
                 && pids[at + len] == first + len as u64
-                && same_chunk(first, pids[at + len])
+                && same_chunk(first, pids[at + len], chunk_bytes)
             {
                 len += 1;
             }
@@ -2432,19 +2435,16 @@ impl WorkerBuffer {
             let run_pages = if commits_wait {
                 let room = CHECKPOINT_PAGES_IN_FLIGHT_WHILE_COMMITS_WAIT.saturating_sub(in_flight);
                 // A run longer than the room waits for it rather than go
-                // out cut into pieces (the pending pages are sorted and
-                // distinct, so the page `room` places on being `room` ids
-                // on, in the same chunk, means they all are there).
+                // out in pieces. The pending pages are sorted and distinct:
+                // when the one `room` places on is `room` ids on, in the
+                // same chunk, so are all between.
+                let pending = &self.checkpoint_pending[self.checkpoint_pending_at..];
                 let run_cut = in_flight > 0
                     && room < CHECKPOINT_RUN_PAGES
-                    && self.checkpoint_pending[self.checkpoint_pending_at..]
-                        .get(room)
-                        .is_some_and(|&(pid, _)| {
-                            let first = self.checkpoint_pending[self.checkpoint_pending_at].0;
-                            pid == first + room as u64
-                                && (pid * PAGE_SIZE as u64) / chunk_bytes
-                                    == (first * PAGE_SIZE as u64) / chunk_bytes
-                        });
+                    && pending.get(room).is_some_and(|&(pid, _)| {
+                        let first = pending[0].0;
+                        pid == first + room as u64 && same_chunk(first, pid, chunk_bytes)
+                    });
                 if room == 0 || run_cut {
                     self.stats.checkpoint_writes_held += 1;
                     break;
@@ -2469,9 +2469,7 @@ impl WorkerBuffer {
                 };
                 if let Some(&(first, _)) = pages.first() {
                     let next = first + pages.len() as u64;
-                    let same_chunk = (pid * PAGE_SIZE as u64) / chunk_bytes
-                        == (first * PAGE_SIZE as u64) / chunk_bytes;
-                    if pid != next || !same_chunk {
+                    if pid != next || !same_chunk(first, pid, chunk_bytes) {
                         break;
                     }
                 }
