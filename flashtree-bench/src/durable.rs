@@ -38,6 +38,11 @@ pub struct CommitArgs {
     /// The open loop's rate as a fraction of the best closed-loop rate.
     #[arg(long, default_value_t = 0.5)]
     pub open_loop_fraction: f64,
+    /// The open loop's rate in commits a second, instead of a fraction of
+    /// the closed loop's (to compare builds or settings at one load: each
+    /// run's closed loop differs).
+    #[arg(long)]
+    pub open_loop_rate: Option<f64>,
     /// Tasks of the open loop (each sleeps until its next commit's
     /// scheduled time; more tasks than commits in flight only sleep).
     #[arg(long, default_value_t = 256)]
@@ -447,11 +452,15 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
             .ok_or_else(|| format!("bad task count {s:?}"))
     })
     .map_err(usage_error)?;
-    let valid =
-        args.seconds > 0.0 && args.open_loop_fraction > 0.0 && args.open_loop_fraction <= 1.0;
+    let valid = args.seconds > 0.0
+        && args.open_loop_fraction > 0.0
+        && args.open_loop_fraction <= 1.0
+        && args
+            .open_loop_rate
+            .is_none_or(|rate| rate.is_finite() && rate >= 1.0);
     if !valid || args.rounds == 0 {
         return Err(usage_error(
-            "--seconds must be > 0, --open-loop-fraction in (0, 1] and --rounds at least 1",
+            "--seconds must be > 0, --open-loop-fraction in (0, 1], --open-loop-rate at least 1 and --rounds at least 1",
         ));
     }
     let pool_bytes = parse_size_bytes(&args.pool).map_err(usage_error)?;
@@ -484,7 +493,9 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
         )?);
     }
     let best = rows.iter().map(|r| r.commits_per_sec).fold(0.0, f64::max);
-    let rate = best * args.open_loop_fraction;
+    let rate = args
+        .open_loop_rate
+        .unwrap_or(best * args.open_loop_fraction);
     let first = &rows[0];
     let group_ratio = rows[task_counts.len() - 1].commits_per_sec / first.commits_per_sec;
     // Per round: the open loop's p99 over the device's p99 at queue depth
@@ -526,6 +537,8 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
             "{}",
             serde_json::json!({
                 "log_writes": args.log_writes.name(),
+                "open_loop_commits_per_sec": rate,
+                "open_loop_rate_fixed": args.open_loop_rate.is_some(),
                 "group_commit_ratio": group_ratio,
                 "rounds": args.rounds,
                 "open_loop_p99_over_device_p99": p99_ratio,
@@ -574,8 +587,13 @@ pub fn run_commit(args: CommitArgs) -> Result<(), String> {
             .map(|r| format!("{:.2}", r.0))
             .collect::<Vec<_>>()
             .join(", ");
+        let load = match args.open_loop_rate {
+            Some(_) => "fixed by --open-loop-rate".to_string(),
+            None => format!("{} of the best closed loop", args.open_loop_fraction),
+        };
         println!(
             "log writes {}; group commit: {} tasks reach {group_ratio:.1}x the commits/s of {} task(s); \
+             open loop at {rate:.0} commits/s ({load}); \
              open-loop p99 is {p99_ratio:.2}x the device's 4 KiB write+fdatasync p99 (queue depth 1; \
              median of {} round(s): {per_round}; min {p99_min:.2}, max {p99_max:.2}), \
              {ideal_p99_ratio:.2}x the device's under the same arrivals (one thread writing and syncing back to back; median); \
@@ -963,6 +981,27 @@ mod tests {
     struct Wrap {
         #[command(flatten)]
         args: CommitArgs,
+    }
+
+    /// A fixed open-loop rate below one commit a second, or not a number,
+    /// is refused before anything runs.
+    #[test]
+    fn a_bad_open_loop_rate_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store");
+        for rate in ["0", "0.5", "NaN", "inf"] {
+            let args = Wrap::parse_from([
+                "x",
+                "--path",
+                path.to_str().unwrap(),
+                "--open-loop-rate",
+                rate,
+            ])
+            .args;
+            let error = run_commit(args).expect_err(rate);
+            assert!(error.contains("--open-loop-rate"), "{rate}: {error}");
+            assert!(!path.exists(), "{rate}: the store was made");
+        }
     }
 
     /// Every commit of every task is in the phase's histogram, with two
