@@ -35,7 +35,8 @@ pub struct CommitArgs {
     /// Seconds per phase.
     #[arg(long, default_value_t = 5.0)]
     pub seconds: f64,
-    /// The open loop's rate as a fraction of the best closed-loop rate.
+    /// The open loop's rate as a fraction of the best closed-loop rate
+    /// (unused with --open-loop-rate).
     #[arg(long, default_value_t = 0.5)]
     pub open_loop_fraction: f64,
     /// The open loop's rate in commits a second, instead of a fraction of
